@@ -1,0 +1,19 @@
+"""The rtip Pulumi program: the same code runs under `pulumi up` and under `rtip plan`."""
+
+import pulumi
+
+from components.platform import Platform
+from stacks.schema import CONFIG_NAMESPACE
+from stacks.loader import SpecError, load_spec
+
+config = pulumi.Config(CONFIG_NAMESPACE)
+try:
+    spec = load_spec(config.get_object("platform"), f"stack {pulumi.get_stack()}")
+except SpecError as err:
+    # RunError prints the message without a Python traceback.
+    raise pulumi.RunError(str(err)) from None
+
+platform = Platform(f"rtip-{spec.environment}", spec)
+pulumi.export("clusters", {c.name: {"cloud": str(c.cloud), "region": c.region,
+                                    "endpoint": c.endpoint} for c in platform.clusters})
+pulumi.export("unbuiltRegions", platform.unbuilt)

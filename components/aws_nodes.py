@@ -1,0 +1,144 @@
+"""EKS managed node groups: the system group and one group per GPU pool."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from components.contract import PoolFacts
+
+# EKS AMI families (FACTS.md section 4): AL2023 with the NVIDIA driver and container toolkit.
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+# Room for the ~12 GB compressed vLLM image unpacked, plus logs; weights live on the NVMe cache.
+GPU_ROOT_VOLUME_GIB = 200
+
+TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE",
+                "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+
+_BOUNDARY = "//rtip-nodeadm//"
+
+
+def nodeadm_user_data(raid0: bool) -> str:
+    """MIME multi-part user data whose NodeConfig part assembles instance-store NVMe as RAID0.
+
+    EKS merges its own NodeConfig (cluster endpoint, CA) into managed-node-group user data, so
+    this part carries only what it adds: nodeadm `spec.instance.localStorage.strategy: RAID0`
+    builds one array from every instance-store disk and mounts it at /mnt/k8s-disks/0.
+    """
+    node_config = {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}} if raid0 else {},
+    }
+    return "\n".join([
+        "MIME-Version: 1.0",
+        f'Content-Type: multipart/mixed; boundary="{_BOUNDARY}"',
+        "",
+        f"--{_BOUNDARY}",
+        "Content-Type: application/node.eks.aws",
+        "",
+        "---",
+        json.dumps(node_config, indent=2),
+        f"--{_BOUNDARY}--",
+        "",
+    ])
+
+
+def gpu_node_group(
+    name: str,
+    cluster: aws.eks.Cluster,
+    node_role: aws.iam.Role,
+    pool: PoolFacts,
+    subnet_ids: list[pulumi.Output[str]],
+    capacity_type: str,
+    opts: pulumi.ResourceOptions,
+) -> aws.eks.NodeGroup:
+    user_data = nodeadm_user_data(raid0=pool.nvme_path is not None)
+    template = aws.ec2.LaunchTemplate(
+        f"{name}-lt",
+        aws.ec2.LaunchTemplateArgs(
+            user_data=base64.b64encode(user_data.encode()).decode(),
+            # IMDSv2 only and one hop: pods use EKS Pod Identity, never the node's credentials.
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1,
+            ),
+            # Encrypted with the account's EBS key: a customer key here would also need a grant
+            # to the Auto Scaling service-linked role, or nodes fail to launch.
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/xvda",
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=GPU_ROOT_VOLUME_GIB, volume_type="gp3", encrypted="true",
+                    delete_on_termination="true",
+                ),
+            )],
+            tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
+                resource_type="instance", tags={"rtip/pool": pool.name},
+            )],
+        ),
+        opts=opts,
+    )
+    return aws.eks.NodeGroup(
+        name,
+        aws.eks.NodeGroupArgs(
+            cluster_name=cluster.name,
+            node_role_arn=node_role.arn,
+            subnet_ids=subnet_ids,
+            instance_types=[pool.machine_type],
+            ami_type=GPU_AMI_TYPE,
+            capacity_type=capacity_type,
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=pool.min_nodes, max_size=pool.max_nodes, desired_size=pool.min_nodes,
+            ),
+            labels=pool.labels,
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value,
+                                               effect=TAINT_EFFECT[t.effect])
+                    for t in pool.taints],
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str),
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+        ),
+        # The autoscaler owns the live node count; a re-run must not reset it.
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(ignore_changes=["scalingConfig.desiredSize"]),
+        ),
+    )
+
+
+def system_node_group(
+    name: str,
+    cluster: aws.eks.Cluster,
+    node_role: aws.iam.Role,
+    machine_type: str,
+    min_nodes: int,
+    max_nodes: int,
+    subnet_ids: list[pulumi.Output[str]],
+    opts: pulumi.ResourceOptions,
+) -> aws.eks.NodeGroup:
+    return aws.eks.NodeGroup(
+        name,
+        aws.eks.NodeGroupArgs(
+            cluster_name=cluster.name,
+            node_role_arn=node_role.arn,
+            subnet_ids=subnet_ids,
+            instance_types=[machine_type],
+            ami_type=SYSTEM_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=min_nodes, max_size=max_nodes, desired_size=min_nodes,
+            ),
+            labels={"rtip.dev/pool": "system"},
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+        ),
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(ignore_changes=["scalingConfig.desiredSize"]),
+        ),
+    )
+
+
+__all__ = ["GPU_AMI_TYPE", "TAINT_EFFECT", "gpu_node_group", "nodeadm_user_data",
+           "system_node_group"]

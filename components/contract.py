@@ -1,0 +1,82 @@
+"""What every cluster exposes to the layers above it, whatever its cloud.
+
+Everything that runs on a cluster (add-ons, model deployments, gateway) takes a ClusterFacts and
+reaches the cluster only through its Kubernetes provider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from serving.hardware import Cloud, GpuModel, Vendor
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str = "NoSchedule"  # Kubernetes spelling; each cloud maps it to its own
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    name: str
+    machine_type: str
+    gpu: GpuModel
+    vendor: Vendor
+    gpus_per_node: int
+    min_nodes: int
+    max_nodes: int
+    zones: tuple[str, ...]
+    sharing: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    # Where the node's local NVMe is mounted for the model cache; None when the shape has none.
+    nvme_path: str | None
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    name: str
+    cloud: Cloud
+    region: str
+    zones: tuple[str, ...]
+    kubernetes_version: str
+    provider: k8s.Provider
+    pools: tuple[PoolFacts, ...]
+    endpoint: pulumi.Output[str]
+
+    def pool(self, name: str) -> PoolFacts | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+
+def cluster_props(cloud: Cloud, region: str, zones: list[str], kubernetes_version: str) -> dict[str, object]:
+    """The plain facts a cluster component registers as its inputs, so a plan can read them."""
+    return {
+        "cloud": str(cloud),
+        "region": region,
+        "zones": list(zones),
+        "kubernetesVersion": kubernetes_version,
+    }
+
+
+def pool_props(pool: PoolFacts) -> dict[str, object]:
+    return {
+        "pool": pool.name,
+        "machineType": pool.machine_type,
+        "gpu": str(pool.gpu),
+        "gpusPerNode": pool.gpus_per_node,
+        "minNodes": pool.min_nodes,
+        "maxNodes": pool.max_nodes,
+        "zones": list(pool.zones),
+        "sharing": pool.sharing,
+        "labels": dict(pool.labels),
+        "taints": [f"{t.key}={t.value}:{t.effect}" for t in pool.taints],
+        "nvmePath": pool.nvme_path,
+    }
+
+
+__all__ = ["ClusterFacts", "PoolFacts", "Taint", "cluster_props", "pool_props"]

@@ -1,0 +1,84 @@
+"""Cloud-neutral facts of a GPU pool: labels, taints and cache path every cloud applies the same."""
+
+from __future__ import annotations
+
+from serving.hardware import Cloud, Vendor
+from stacks.pools import mig_layout, shape_of, sharing_label
+from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, TimeSlicing
+
+import pulumi
+
+from components.contract import PoolFacts, Taint, pool_props
+
+LABEL_PREFIX = "rtip.dev"
+
+# Where each cloud mounts a GPU node's local NVMe for the model cache:
+# EKS AL2023 nodeadm `localStorage.strategy: RAID0` assembles the instance-store disks at
+# /mnt/k8s-disks/0; GKE `ephemeral_storage_local_ssd_config` backs ephemeral storage under
+# /mnt/stateful_partition/kube-ephemeral-ssd; AKS mounts the VM's temporary NVMe disk at /mnt.
+NVME_PATH: dict[Cloud, str] = {
+    Cloud.AWS: "/mnt/k8s-disks/0",
+    Cloud.GCP: "/mnt/stateful_partition/kube-ephemeral-ssd",
+    Cloud.AZURE: "/mnt",
+}
+
+# Every GPU node repels pods that do not ask for its GPUs (FACTS.md section 4).
+GPU_TAINT_KEY: dict[Vendor, str] = {Vendor.NVIDIA: "nvidia.com/gpu", Vendor.AMD: "amd.com/gpu"}
+
+
+def config_key(pool: GpuPoolSpec) -> str:
+    """The name of the pool's entry in the MIG-manager or device-plugin config."""
+    if isinstance(pool.sharing, MigSharing) and pool.sharing.layout:
+        return pool.sharing.layout
+    return f"rtip-{pool.name}"
+
+
+def node_labels(cloud: Cloud, pool: GpuPoolSpec) -> dict[str, str]:
+    shape = shape_of(cloud, pool)
+    labels = {
+        f"{LABEL_PREFIX}/pool": pool.name,
+        f"{LABEL_PREFIX}/gpu": str(shape.gpu).lower(),
+        f"{LABEL_PREFIX}/sharing": pool.sharing.mode,
+        f"{LABEL_PREFIX}/capacity-type": pool.capacity_type.replace("_", "-"),
+    }
+    s = pool.sharing
+    # The NVIDIA GPU Operator picks a node's MIG layout and device-plugin config from these labels.
+    if isinstance(s, MigSharing):
+        labels["nvidia.com/mig.config"] = config_key(pool)
+    elif isinstance(s, TimeSlicing):
+        labels["nvidia.com/device-plugin.config"] = config_key(pool)
+    elif isinstance(s, AmdPartitioning):
+        labels["dcm.amd.com/gpu-config-profile"] = s.profile.lower()
+    return labels
+
+
+def pool_facts(cloud: Cloud, pool: GpuPoolSpec, region_zones: list[str]) -> PoolFacts:
+    shape = shape_of(cloud, pool)
+    gpu = shape.gpu_spec
+    if isinstance(pool.sharing, MigSharing):
+        mig_layout(gpu, pool)  # resolves, so a bad layout fails here and not in a cloud call
+    return PoolFacts(
+        name=pool.name,
+        machine_type=pool.machine_type,
+        gpu=shape.gpu,
+        vendor=gpu.vendor,
+        gpus_per_node=shape.gpu_count,
+        min_nodes=pool.min_nodes,
+        max_nodes=pool.max_nodes,
+        zones=tuple(pool.zones or region_zones),
+        sharing=sharing_label(pool),
+        labels=node_labels(cloud, pool),
+        taints=(Taint(GPU_TAINT_KEY[gpu.vendor], "true"),),
+        nvme_path=NVME_PATH[cloud] if shape.local_nvme_gb else None,
+    )
+
+
+class GpuPool(pulumi.ComponentResource):
+    """Parents a pool's cloud resources and registers its facts (GPU, sharing, labels, taints)."""
+
+    def __init__(self, name: str, pool: PoolFacts, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("rtip:k8s:GpuPool", name, pool_props(pool), opts)
+        self.register_outputs({})
+
+
+__all__ = ["GPU_TAINT_KEY", "GpuPool", "LABEL_PREFIX", "NVME_PATH", "config_key", "node_labels", "pool_facts"]

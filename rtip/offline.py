@@ -1,0 +1,211 @@
+"""The offline engine: run the real Pulumi program in-process under the SDK's mocks and record it.
+
+What it records per resource: type, name, URN, parent, provider, dependencies and inputs (secret
+values replaced by a marker), and the outputs the mocks synthesize. The program runs exactly as
+`pulumi preview` would run it: config from Pulumi.yaml and the stack file, `__main__.py` of the
+project, no default providers allowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as pulumi_config
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from rtip import synth
+from rtip.stackfile import PROJECT_DIR, StackConfig
+
+SECRET_MARK = "[secret]"
+STACK_TYPE = "pulumi:pulumi:Stack"
+# Packages whose resources must name an explicit provider (the stack disables default ones).
+PROVIDER_PACKAGES = ("aws", "gcp", "azure-native", "kubernetes")
+
+
+class EngineError(Exception):
+    """The program did something a real engine would reject (duplicate URN, default provider)."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    type: str
+    name: str
+    urn: str
+    parent: str | None
+    provider: str | None  # provider URN
+    dependencies: tuple[str, ...]
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    custom: bool
+    secret_paths: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type, "name": self.name, "urn": self.urn, "parent": self.parent,
+            "provider": self.provider, "dependencies": list(self.dependencies),
+            "inputs": self.inputs,
+        }
+
+
+@dataclass
+class Record:
+    stack: str
+    resources: list[Resource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def by_type(self, type_: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def get(self, urn: str) -> Resource:
+        return self._index[urn]
+
+    @property
+    def _index(self) -> dict[str, Resource]:
+        return {r.urn: r for r in self.resources}
+
+    def children(self, urn: str) -> list[Resource]:
+        return [r for r in self.resources if r.parent == urn]
+
+    def ancestors(self, resource: Resource) -> list[Resource]:
+        index, chain, parent = self._index, [], resource.parent
+        while parent and parent in index:
+            chain.append(index[parent])
+            parent = index[parent].parent
+        return chain
+
+
+def _redact(value: Any, path: str, secrets: list[str]) -> Any:
+    """Replace secret values with a marker, remembering where they were."""
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            secrets.append(path)
+            return SECRET_MARK
+        return {k: _redact(v, f"{path}.{k}" if path else k, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v, f"{path}[{i}]", secrets) for i, v in enumerate(value)]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the wire carries every number as a float
+    return value
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return _unwrap(value["value"])
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    return value
+
+
+class _NoCalls(pulumi_mocks.Mocks):
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict]:
+        raise AssertionError("RecordingMonitor registers resources itself")
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict, list | None]:
+        # The program must plan from its spec, not from lookups against live clouds.
+        raise EngineError(f"the program called {args.token}: offline plans make no provider calls")
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """A resource monitor that records every registration with its full request."""
+
+    def __init__(self) -> None:
+        super().__init__(_NoCalls())
+        self.records: dict[str, Resource] = {}
+        self.duplicates: list[str] = []
+        self.default_providers: list[str] = []
+
+    def RegisterResource(self, request: Any) -> Any:
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if urn in self.records or (request.type == STACK_TYPE and urn in self.resources):
+            self.duplicates.append(urn)
+        pulumi_mocks._ensure_event_loop()
+        raw = rpc.deserialize_properties(request.object)
+        secrets: list[str] = []
+        inputs = _redact(raw, "", secrets)
+        # The SDK sends a provider reference as `<provider URN>::<provider ID>`.
+        provider = request.provider.rsplit("::", 1)[0] if request.provider else None
+        custom = bool(request.custom)
+        region = self._region(raw, provider)
+        if request.type == STACK_TYPE or not custom:
+            rid, state = "", {}
+        else:
+            rid, state = synth.outputs(request.type, request.name, urn, _unwrap(raw), region)
+        package = request.type.split(":")[0]
+        if custom and package in PROVIDER_PACKAGES and provider is None:
+            self.default_providers.append(urn)
+        self.records[urn] = Resource(
+            type=request.type, name=request.name, urn=urn, parent=request.parent or None,
+            provider=provider, dependencies=tuple(sorted(set(request.dependencies))),
+            inputs=inputs, outputs=_redact(state, "", []), custom=custom,
+            secret_paths=tuple(secrets),
+        )
+        self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, rid, state)
+        if request.type == STACK_TYPE:
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        obj = _sync_await(rpc.serialize_properties(state, {}))
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=rid, object=obj)
+
+    def _region(self, inputs: dict[str, Any], provider: str | None) -> str | None:
+        if isinstance(inputs.get("region"), str):
+            return inputs["region"]
+        if provider and provider in self.records:
+            region = self.records[provider].inputs.get("region")
+            return region if isinstance(region, str) else None
+        return None
+
+
+class _WarningLog:
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def debug(self, msg: str) -> None: ...
+    def info(self, msg: str) -> None: ...
+
+    def warning(self, msg: str) -> None:
+        self.warnings.append(msg)
+
+    def error(self, msg: str) -> None:
+        self.warnings.append(f"error: {msg}")
+
+
+def run(config: StackConfig, project_dir: Path = PROJECT_DIR) -> Record:
+    """Run `__main__.py` for one stack and return everything it registered."""
+    settings.ROOT.set(None)
+    pulumi_config.set_all_config(config.for_engine(), sorted(config.secret_keys))
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    monitor = RecordingMonitor()
+    log = _WarningLog()
+    pulumi.runtime.set_mocks(
+        _NoCalls(), project=config.project, stack=config.stack,
+        preview=True, monitor=monitor, logger=log,  # type: ignore[arg-type]
+    )
+    main = str(project_dir / "__main__.py")
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(main, run_name="__main__")))
+        stack = settings.get_root_resource()
+        exported = _sync_await(pulumi.Output.from_input(stack.outputs).future())  # type: ignore[union-attr]
+    finally:
+        settings.ROOT.set(None)
+    if monitor.duplicates:
+        raise EngineError("duplicate resource URNs: " + ", ".join(sorted(set(monitor.duplicates))))
+    if monitor.default_providers:
+        raise EngineError("resources without an explicit provider (default providers are "
+                          "disabled): " + ", ".join(sorted(monitor.default_providers)))
+    resources = sorted(monitor.records.values(), key=lambda r: r.urn)
+    return Record(stack=config.stack, resources=resources,
+                  outputs=_redact(exported or {}, "", []), warnings=log.warnings)
+
+
+__all__ = ["EngineError", "Record", "RecordingMonitor", "Resource", "SECRET_MARK", "run"]

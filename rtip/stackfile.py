@@ -1,0 +1,129 @@
+"""Read a stack's configuration the way the Pulumi CLI does: Pulumi.yaml defaults, then the stack file.
+
+`secure:` values cannot be decrypted offline (the CLI holds the key); they become secret
+placeholders, so the program sees a secret where the real run would, and nothing leaks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stacks.schema import CONFIG_KEY, CONFIG_NAMESPACE
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+STACK_TOP_KEYS = {"config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment"}
+
+
+class StackFileError(Exception):
+    """A stack file that cannot be read; every line names the file."""
+
+    def __init__(self, source: str, messages: list[str]) -> None:
+        self.source = source
+        self.messages = messages
+        super().__init__("\n".join(f"{source}: {m}" for m in messages))
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    stack: str
+    source: str  # the path as the user should read it
+    project: str
+    values: dict[str, Any]  # full key -> plain value (objects as parsed YAML)
+    secret_keys: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def platform(self) -> Any:
+        return self.values.get(CONFIG_KEY)
+
+    def for_engine(self) -> dict[str, str]:
+        """Config as the language host hands it to the program: strings, objects as JSON."""
+        return {k: v if isinstance(v, str) else json.dumps(v) for k, v in self.values.items()}
+
+
+def resolve(stack: str, project_dir: Path = PROJECT_DIR) -> tuple[str, Path]:
+    """A stack name (`dev`) or a path to any `Pulumi.<name>.yaml` -> (name, path)."""
+    candidate = Path(stack)
+    if candidate.suffix in (".yaml", ".yml") or "/" in stack:
+        name = candidate.name
+        if not (name.startswith("Pulumi.") and name.count(".") >= 2):
+            raise StackFileError(stack, ["expected a file named Pulumi.<stack>.yaml"])
+        return name[len("Pulumi."):].rsplit(".", 1)[0], candidate
+    return stack, project_dir / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def _read_yaml(path: Path, source: str) -> Any:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise StackFileError(source, ["no such stack file"]) from None
+    except OSError as err:
+        raise StackFileError(source, [f"cannot read: {err.strerror}"]) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise StackFileError(source, [f"{where}not valid YAML: {err.problem}"]) from None
+    except yaml.YAMLError as err:
+        raise StackFileError(source, [f"not valid YAML: {err}"]) from None
+
+
+def _project_defaults(project_dir: Path) -> tuple[str, dict[str, Any]]:
+    doc = _read_yaml(project_dir / "Pulumi.yaml", "Pulumi.yaml") or {}
+    name = doc.get("name", CONFIG_NAMESPACE)
+    values: dict[str, Any] = {}
+    for key, decl in (doc.get("config") or {}).items():
+        full = key if ":" in key else f"{name}:{key}"
+        if isinstance(decl, dict) and "default" in decl:
+            values[full] = decl["default"]
+        elif isinstance(decl, dict) and "value" in decl:
+            values[full] = decl["value"]
+        elif not isinstance(decl, dict):
+            values[full] = decl
+    return name, values
+
+
+def load(stack: str, project_dir: Path = PROJECT_DIR) -> StackConfig:
+    name, path = resolve(stack, project_dir)
+    source = str(path)
+    project, values = _project_defaults(project_dir)
+    declared = set(values)
+    doc = _read_yaml(path, source)
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise StackFileError(source, [f"expected a mapping with a `config:` key, got {type(doc).__name__}"])
+    problems = [f"{k}: unknown top-level key; expected one of: {', '.join(sorted(STACK_TOP_KEYS))}"
+                for k in doc if k not in STACK_TOP_KEYS]
+    config = doc.get("config") or {}
+    if not isinstance(config, dict):
+        problems.append(f"config: expected a mapping, got {type(config).__name__}")
+        config = {}
+    secrets: set[str] = set()
+    for key, value in config.items():
+        if not isinstance(key, str) or key.count(":") != 1:
+            problems.append(f"config.{key}: keys are `namespace:name`, e.g. {CONFIG_KEY}")
+            continue
+        is_secure = isinstance(value, dict) and set(value) == {"secure"}
+        if key.startswith(f"{project}:") and key not in declared and key != CONFIG_KEY \
+                and not is_secure:
+            problems.append(f"config.{key}: unknown key; expected {CONFIG_KEY}, a key declared in "
+                            "Pulumi.yaml, or a `secure:` value")
+            continue
+        if is_secure:
+            secrets.add(key)
+            values[key] = f"[offline secret {key}]"
+        else:
+            values[key] = value
+    if problems:
+        raise StackFileError(source, problems)
+    return StackConfig(stack=name, source=source, project=project, values=values,
+                       secret_keys=frozenset(secrets))
+
+
+__all__ = ["PROJECT_DIR", "StackConfig", "StackFileError", "load", "resolve"]

@@ -1,0 +1,118 @@
+"""Catalog of open models the toolkit knows how to size and serve.
+
+Architecture figures (layers, KV heads, head size, context) are the `config.json` values of each
+model's Hugging Face repository; weights sizes are the safetensors totals of the same
+repositories, in decimal GB. Quantized variants are the widely used checkpoints named in
+`repo`, with their own safetensors totals where the research notes saw them (Llama-3.2-1B FP8
+2.02 GB, Llama-3-8B FP8 9.08 GB, Qwen2.5-VL-7B FP8 10.1 GB); the others are estimated at 0.55x
+(8-bit) or 0.35x (4-bit) of BF16, because embeddings and lm_head stay 16-bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Quantization(StrEnum):
+    NONE = "none"  # the native BF16 weights
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4 = "int4"
+
+
+# Bytes per weight, for sizing variants the catalog lacks a measured total for.
+BYTES_PER_WEIGHT: dict[Quantization, float] = {
+    Quantization.NONE: 2.0,
+    Quantization.FP8: 1.0,
+    Quantization.INT8: 1.0,
+    Quantization.INT4: 0.5,
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    quantization: Quantization
+    repo: str
+    weights_gb: float
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    id: str
+    repo: str
+    params_b: float
+    layers: int
+    kv_heads: int
+    head_dim: int
+    context_max: int
+    weights_gb: float
+    modality: str = "text"
+    variants: tuple[Variant, ...] = field(default=())
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K and V, every layer, BF16 cache."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2
+
+    def weights_for(self, quantization: Quantization) -> float | None:
+        if quantization is Quantization.NONE:
+            return self.weights_gb
+        variant = next((v for v in self.variants if v.quantization is quantization), None)
+        return variant.weights_gb if variant else None
+
+    @property
+    def quantizations(self) -> tuple[Quantization, ...]:
+        return (Quantization.NONE, *(v.quantization for v in self.variants))
+
+
+def _card(
+    id: str, repo: str, params_b: float, layers: int, kv_heads: int, head_dim: int,
+    context_max: int, weights_gb: float, variants: tuple[Variant, ...] = (), modality: str = "text",
+) -> ModelCard:
+    return ModelCard(id, repo, params_b, layers, kv_heads, head_dim, context_max, weights_gb,
+                     modality, variants)
+
+
+CATALOG: dict[str, ModelCard] = {
+    card.id: card
+    for card in (
+        _card("llama-3.2-1b-instruct", "meta-llama/Llama-3.2-1B-Instruct", 1.24, 16, 8, 64,
+              131072, 2.47, (
+                  Variant(Quantization.FP8, "RedHatAI/Llama-3.2-1B-Instruct-FP8-dynamic", 2.02),
+              )),
+        _card("llama-3.2-3b-instruct", "meta-llama/Llama-3.2-3B-Instruct", 3.21, 28, 8, 128,
+              131072, 6.43, (
+                  Variant(Quantization.FP8, "RedHatAI/Llama-3.2-3B-Instruct-FP8-dynamic", 3.54),
+                  Variant(Quantization.INT8,
+                          "RedHatAI/Llama-3.2-3B-Instruct-quantized.w8a8", 3.54),
+              )),
+        _card("llama-3.1-8b-instruct", "meta-llama/Llama-3.1-8B-Instruct", 8.03, 32, 8, 128,
+              131072, 16.07, (
+                  Variant(Quantization.FP8, "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", 9.08),
+                  Variant(Quantization.INT8,
+                          "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", 9.08),
+                  Variant(Quantization.INT4,
+                          "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", 5.73),
+              )),
+        _card("qwen2.5-7b-instruct", "Qwen/Qwen2.5-7B-Instruct", 7.62, 28, 4, 128, 32768,
+              15.23, (
+                  Variant(Quantization.FP8, "RedHatAI/Qwen2.5-7B-Instruct-FP8-dynamic", 8.38),
+                  Variant(Quantization.INT8, "RedHatAI/Qwen2.5-7B-Instruct-quantized.w8a8", 8.38),
+                  Variant(Quantization.INT4, "Qwen/Qwen2.5-7B-Instruct-AWQ", 5.58),
+              )),
+        _card("llama-3.3-70b-instruct", "meta-llama/Llama-3.3-70B-Instruct", 70.6, 80, 8, 128,
+              131072, 141.1, (
+                  Variant(Quantization.FP8, "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", 72.7),
+                  Variant(Quantization.INT4,
+                          "RedHatAI/Llama-3.3-70B-Instruct-quantized.w4a16", 39.9),
+              )),
+        _card("qwen2.5-vl-7b-instruct", "Qwen/Qwen2.5-VL-7B-Instruct", 8.29, 28, 4, 128, 128000,
+              16.58, (
+                  Variant(Quantization.FP8, "RedHatAI/Qwen2.5-VL-7B-Instruct-FP8-Dynamic", 10.1),
+              ), modality="vision-language"),
+    )
+}
+
+
+__all__ = ["BYTES_PER_WEIGHT", "CATALOG", "ModelCard", "Quantization", "Variant"]

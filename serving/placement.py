@@ -1,0 +1,88 @@
+"""Choose, per model and region, the pool, slice, tensor-parallel degree and weights variant.
+
+The choice is the cheapest slice (by the node price it accounts for) that holds the model's
+weights and a minimum KV cache. Replica counts here are availability bounds (one replica per
+zone, at most what the pool can hold); the SLO-driven capacity planner sizes them from traffic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from serving.models import ModelCard, Quantization
+from serving.slices import SharingMode, Slice, fits, required_memory_gb
+
+TENSOR_PARALLEL_DEGREES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class PoolOption:
+    pool: str
+    gpus_per_node: int
+    max_nodes: int
+    zones: int
+    slices: tuple[Slice, ...]
+    fp8: bool  # whether the pool's GPU runs FP8 kernels
+    int4: bool = True  # AWQ/GPTQ kernels: NVIDIA only in vLLM's support table
+
+
+@dataclass(frozen=True)
+class Placement:
+    pool: str
+    slice: Slice
+    tensor_parallel: int
+    quantization: Quantization
+    memory_needed_gb: float
+    cost_per_replica_hour: float
+    max_replicas: int
+
+
+def _quantizations(card: ModelCard, allowed: Sequence[Quantization], option: PoolOption) -> list[Quantization]:
+    """Native weights first, then the allowed variants the GPU has kernels for, larger first."""
+    supported = {Quantization.FP8: option.fp8, Quantization.INT8: True, Quantization.INT4: option.int4}
+    chosen = [Quantization.NONE]
+    for q in (Quantization.FP8, Quantization.INT8, Quantization.INT4):
+        if q in allowed and q in card.quantizations and supported[q]:
+            chosen.append(q)
+    return chosen
+
+
+def candidates(
+    card: ModelCard,
+    options: Sequence[PoolOption],
+    allowed_quantization: Sequence[Quantization] = (),
+    tensor_parallel: int | None = None,
+    context_tokens: int | None = None,
+) -> list[Placement]:
+    """Every feasible (pool, slice, TP, variant) for the model, cheapest first."""
+    found: list[Placement] = []
+    for option in options:
+        for sl in option.slices:
+            degrees = [tensor_parallel] if tensor_parallel else list(TENSOR_PARALLEL_DEGREES)
+            for tp in degrees:
+                # Tensor parallelism spans whole GPUs of one node only.
+                if tp > 1 and (sl.mode is not SharingMode.WHOLE or tp > option.gpus_per_node):
+                    continue
+                if tp > sl.per_node:
+                    continue
+                for q in _quantizations(card, allowed_quantization, option):
+                    ctx = context_tokens or 0
+                    kwargs = {"context_tokens": ctx} if ctx else {}
+                    if not fits(card, q, sl.memory_gb, tp, **kwargs):
+                        continue
+                    per_node = sl.per_node // tp
+                    found.append(Placement(
+                        pool=option.pool, slice=sl, tensor_parallel=tp, quantization=q,
+                        memory_needed_gb=round(required_memory_gb(card, q, **kwargs), 2),
+                        cost_per_replica_hour=round(sl.node_price_share * tp, 4),
+                        max_replicas=per_node * option.max_nodes,
+                    ))
+                    break  # the smallest fitting variant at this TP is native-first by design
+                else:
+                    continue
+                break  # the lowest TP that fits this slice is the cheapest for it
+    return sorted(found, key=lambda p: (p.cost_per_replica_hour, p.tensor_parallel, p.pool))
+
+
+__all__ = ["TENSOR_PARALLEL_DEGREES", "Placement", "PoolOption", "candidates"]

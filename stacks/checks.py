@@ -1,0 +1,246 @@
+"""Checks that span fields or need the catalogs; each problem names its key path.
+
+They run on a StackSpec that already has the right shape (schema.py), strictly before any
+resource is registered.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import combinations
+
+from serving import mig
+from serving.geo import ZONES, zones_of
+from serving.hardware import MACHINES, Cloud, GpuModel, Vendor, machine
+from serving.models import CATALOG, Quantization
+from serving.placement import candidates
+from serving.tiers import Tier
+from stacks import pools
+from stacks.schema import (
+    AmdPartitioning,
+    GpuPoolSpec,
+    MigSharing,
+    ModelSpec,
+    StackSpec,
+    TimeSlicing,
+)
+
+# Room for one subnet pair per zone: the network is split into 2 x zones subnets.
+MIN_PREFIX, MAX_PREFIX = 16, 20
+PROD_MIN_ZONES = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+
+def _choices(values: object) -> str:
+    return ", ".join(sorted(str(v) for v in values))  # type: ignore[attr-defined]
+
+
+def check(spec: StackSpec) -> list[Problem]:
+    return [
+        *_check_tiers(spec),
+        *_check_regions(spec),
+        *_check_models(spec),
+        *_check_tenants(spec),
+    ]
+
+
+def _check_tiers(spec: StackSpec) -> Iterator[Problem]:
+    if spec.default_tier not in set(Tier):
+        yield Problem("default_tier", f"unknown tier {spec.default_tier!r}; expected one of: "
+                      f"{_choices(Tier)}")
+
+
+def _check_regions(spec: StackSpec) -> Iterator[Problem]:
+    seen = Counter((r.cloud, r.region) for r in spec.regions)
+    for i, region in enumerate(spec.regions):
+        at = f"regions[{i}]"
+        cloud = Cloud(region.cloud)
+        if seen[(region.cloud, region.region)] > 1:
+            yield Problem(f"{at}.region", f"{region.cloud} region {region.region!r} appears more "
+                          "than once; each region is listed once")
+        known = zones_of(cloud, region.region)
+        if known is None:
+            yield Problem(f"{at}.region", f"unknown {cloud} region {region.region!r}; expected "
+                          f"one of: {_choices(ZONES[cloud])}")
+        for z, count in Counter(region.zones).items():
+            if count > 1:
+                yield Problem(f"{at}.zones", f"zone {z!r} is listed {count} times")
+        for j, zone in enumerate(region.zones):
+            if known is not None and zone not in known:
+                yield Problem(f"{at}.zones[{j}]", f"zone {zone!r} is not in {cloud} region "
+                              f"{region.region}; expected one of: {_choices(known)}")
+        if spec.is_prod and len(set(region.zones)) < PROD_MIN_ZONES:
+            yield Problem(f"{at}.zones", f"prod needs at least {PROD_MIN_ZONES} zones per region "
+                          f"(got {len(set(region.zones))}) so losing one zone still serves")
+        if spec.is_prod and region.api_access_cidrs:
+            yield Problem(f"{at}.api_access_cidrs", "prod clusters have a private API endpoint "
+                          "only; remove the list (reach the API from inside the network)")
+        prefix = region.network.cidr.prefixlen
+        if not MIN_PREFIX <= prefix <= MAX_PREFIX:
+            yield Problem(f"{at}.network.cidr", f"{region.network.cidr} is a /{prefix}; expected a "
+                          f"/{MIN_PREFIX} to /{MAX_PREFIX} to hold two subnets per zone")
+        yield from _check_system_pool(at, cloud, region.system_pool)
+        names = Counter(p.name for p in region.gpu_pools)
+        for j, pool in enumerate(region.gpu_pools):
+            if names[pool.name] > 1:
+                yield Problem(f"{at}.gpu_pools[{j}].name", f"pool name {pool.name!r} is used "
+                              "twice in this region; pool names are identities")
+            yield from _check_pool(f"{at}.gpu_pools[{j}]", cloud, region.zones, pool)
+    for (i, a), (j, b) in combinations(enumerate(spec.regions), 2):
+        if a.network.cidr.overlaps(b.network.cidr):
+            yield Problem(f"regions[{j}].network.cidr", f"{b.network.cidr} overlaps "
+                          f"regions[{i}] ({a.network.cidr}); regions must not overlap so they can "
+                          "be peered")
+
+
+def _check_system_pool(at: str, cloud: Cloud, system: object) -> Iterator[Problem]:
+    min_nodes, max_nodes = system.min_nodes, system.max_nodes  # type: ignore[attr-defined]
+    if min_nodes > max_nodes:
+        yield Problem(f"{at}.system_pool", f"min_nodes {min_nodes} is above max_nodes {max_nodes}")
+
+
+def _check_pool(at: str, cloud: Cloud, region_zones: list[str], pool: GpuPoolSpec) -> Iterator[Problem]:
+    shape = machine(cloud, pool.machine_type)
+    if shape is None:
+        yield Problem(f"{at}.machine_type", f"{pool.machine_type!r} is not a GPU machine type "
+                      f"of {cloud}; expected one of: {_choices(MACHINES[cloud])}")
+        return
+    gpu = shape.gpu_spec
+    if pool.gpu is not None:
+        if pool.gpu not in set(GpuModel):
+            yield Problem(f"{at}.gpu", f"unknown GPU {pool.gpu!r}; expected one of: "
+                          f"{_choices(GpuModel)}")
+        elif pool.gpu != gpu.model:
+            yield Problem(f"{at}.gpu", f"{pool.machine_type} carries {gpu.model}, not {pool.gpu}")
+    if pool.min_nodes > pool.max_nodes:
+        yield Problem(f"{at}.min_nodes", f"min_nodes {pool.min_nodes} is above max_nodes "
+                      f"{pool.max_nodes}")
+    for k, zone in enumerate(pool.zones or []):
+        if zone not in region_zones:
+            yield Problem(f"{at}.zones[{k}]", f"zone {zone!r} is not one of this region's zones "
+                          f"({', '.join(region_zones)})")
+    s = pool.sharing
+    if isinstance(s, MigSharing):
+        if not gpu.mig_capable:
+            yield Problem(f"{at}.sharing.mode", f"{gpu.model} ({pool.machine_type}) has no MIG; "
+                          "use time_slice or whole")
+            return
+        if (s.layout is None) == (s.profiles is None):
+            yield Problem(f"{at}.sharing", "give exactly one of `layout` (a named layout) or "
+                          "`profiles` (counts per MIG profile)")
+        elif s.layout is not None and s.layout not in gpu.mig_layouts:
+            yield Problem(f"{at}.sharing.layout", f"unknown MIG layout {s.layout!r} for "
+                          f"{gpu.model}; expected one of: {_choices(gpu.mig_layouts)}")
+        elif s.profiles is not None:
+            bad = [p for p in s.profiles if gpu.mig_profile(p) is None]
+            if bad:
+                yield Problem(f"{at}.sharing.profiles", f"unknown MIG profile(s) {_choices(bad)} "
+                              f"for {gpu.model}; expected: "
+                              f"{', '.join(p.name for p in gpu.mig_profiles)}")
+            elif not mig.is_valid(gpu, s.profiles):
+                yield Problem(f"{at}.sharing.profiles", f"{dict(s.profiles)} does not fit one "
+                              f"{gpu.model}: at most {mig.COMPUTE_SLICES} compute and "
+                              f"{mig.MEMORY_SLICES} memory slices, at NVIDIA's placement positions")
+    elif isinstance(s, TimeSlicing) and gpu.vendor is not Vendor.NVIDIA:
+        yield Problem(f"{at}.sharing.mode", f"time-slicing is an NVIDIA device-plugin feature; "
+                      f"{gpu.model} is {gpu.vendor}: use partition or whole")
+    elif isinstance(s, AmdPartitioning) and gpu.vendor is not Vendor.AMD:
+        yield Problem(f"{at}.sharing.mode", f"partition profiles are for AMD GPUs; {gpu.model} "
+                      "uses mig or time_slice")
+
+
+def _pool_ok(cloud: Cloud, pool: GpuPoolSpec, region_zones: list[str]) -> bool:
+    return not list(_check_pool("", cloud, region_zones, pool))
+
+
+def _check_models(spec: StackSpec) -> Iterator[Problem]:
+    regions = {r.region: r for r in spec.regions}
+    names = Counter(m.name for m in spec.models)
+    for i, model in enumerate(spec.models):
+        at = f"models[{i}]"
+        if names[model.name] > 1:
+            yield Problem(f"{at}.name", f"model name {model.name!r} is used twice; names are "
+                          "identities")
+        if model.tier is not None and model.tier not in set(Tier):
+            yield Problem(f"{at}.tier", f"unknown tier {model.tier!r}; expected one of: "
+                          f"{_choices(Tier)}")
+        card = CATALOG.get(model.catalog)
+        if card is None:
+            yield Problem(f"{at}.catalog", f"unknown model {model.catalog!r}; expected one of: "
+                          f"{_choices(CATALOG)}")
+            continue
+        for q in model.allowed_quantization:
+            if q not in card.quantizations:
+                yield Problem(f"{at}.allowed_quantization", f"{card.id} has no {q} variant; it "
+                              f"has: {_choices(card.quantizations)}")
+        if model.max_model_len is not None and model.max_model_len > card.context_max:
+            yield Problem(f"{at}.max_model_len", f"{model.max_model_len} exceeds {card.id}'s "
+                          f"context of {card.context_max} tokens")
+        if model.tensor_parallel is not None and model.tensor_parallel & (model.tensor_parallel - 1):
+            yield Problem(f"{at}.tensor_parallel", f"{model.tensor_parallel} is not a power of two "
+                          "(1, 2, 4 or 8)")
+        if model.replicas is not None and model.replicas.min > model.replicas.max:
+            yield Problem(f"{at}.replicas", f"min {model.replicas.min} is above max "
+                          f"{model.replicas.max}")
+        for j, name in enumerate(model.regions or []):
+            if name not in regions:
+                yield Problem(f"{at}.regions[{j}]", f"region {name!r} is not in this stack; "
+                              f"expected one of: {_choices(regions)}")
+        yield from _check_model_fit(at, spec, model)
+
+
+def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:
+    card = CATALOG[model.catalog]
+    for region in spec.regions:
+        if model.regions is not None and region.region not in model.regions:
+            continue
+        cloud = Cloud(region.cloud)
+        usable = [p for p in region.gpu_pools if _pool_ok(cloud, p, region.zones)]
+        if model.pool is not None:
+            named = [p for p in region.gpu_pools if p.name == model.pool]
+            if not named:
+                yield Problem(f"{at}.pool", f"pool {model.pool!r} does not exist in "
+                              f"{region.region}; expected one of: "
+                              f"{_choices(p.name for p in region.gpu_pools) or '(no GPU pools)'}")
+                continue
+            usable = [p for p in usable if p.name == model.pool]
+            if not usable:
+                continue  # the pool's own problem is reported at its path
+        options = [pools.option(region.cloud, p, len(region.zones)) for p in usable]
+        if not candidates(card, options, model.allowed_quantization, model.tensor_parallel,
+                          model.max_model_len):
+            biggest = max(
+                ((p.name, s.memory_gb, o.gpus_per_node) for p, o in zip(usable, options, strict=True)
+                 for s in o.slices), key=lambda t: t[1] * t[2], default=None,
+            )
+            where = f"pool {model.pool!r}" if model.pool else f"any pool of {region.region}"
+            have = (f"largest slice is {biggest[1]:g} GB in pool {biggest[0]!r} "
+                    f"({biggest[2]} GPU(s) a node)") if biggest else "the region has no GPU pools"
+            fix = "allow fp8/int8/int4 in allowed_quantization, " if not model.allowed_quantization \
+                and len(card.quantizations) > 1 else ""
+            weights = card.weights_for(Quantization.NONE)
+            yield Problem(f"{at}", f"{card.id} ({weights:g} GB BF16 weights plus KV cache) fits "
+                          f"no slice of {where}: {have}; {fix}add a pool with more GPU memory or "
+                          "raise tensor_parallel")
+
+
+def _check_tenants(spec: StackSpec) -> Iterator[Problem]:
+    models = {m.name for m in spec.models}
+    names = Counter(t.name for t in spec.tenants)
+    for i, tenant in enumerate(spec.tenants):
+        if names[tenant.name] > 1:
+            yield Problem(f"tenants[{i}].name", f"tenant name {tenant.name!r} is used twice")
+        for j, m in enumerate(tenant.models):
+            if m != "*" and m not in models:
+                yield Problem(f"tenants[{i}].models[{j}]", f"model {m!r} is not in this stack; "
+                              f"expected one of: {_choices(models | {'*'})}")
+
+
+__all__ = ["Problem", "check"]
