@@ -3,8 +3,8 @@
 import pulumi
 
 from components.platform import Platform
-from stacks.schema import CONFIG_NAMESPACE
 from stacks.loader import SpecError, load_spec
+from stacks.schema import CONFIG_NAMESPACE
 
 config = pulumi.Config(CONFIG_NAMESPACE)
 try:

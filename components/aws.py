@@ -8,13 +8,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from serving.hardware import Cloud
-from stacks.schema import AwsRegion
-
 from components.aws_network import AwsNetwork
 from components.aws_nodes import gpu_node_group, system_node_group
 from components.contract import ClusterFacts, cluster_props
 from components.gpu_pools import GpuPool, pool_facts
+from serving.hardware import Cloud
+from stacks.schema import AwsRegion
 
 SYSTEM_MACHINE_TYPE = "m7i.xlarge"
 MANAGED_POLICY = "arn:aws:iam::aws:policy/"

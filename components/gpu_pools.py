@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from serving.hardware import Cloud, Vendor
-from stacks.pools import mig_layout, shape_of, sharing_label
-from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, TimeSlicing
-
 import pulumi
 
 from components.contract import PoolFacts, Taint, pool_props
+from serving.hardware import Cloud, Vendor
+from stacks.pools import mig_layout, shape_of, sharing_label
+from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, TimeSlicing
 
 LABEL_PREFIX = "rtip.dev"
 
@@ -81,4 +80,4 @@ class GpuPool(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-__all__ = ["GPU_TAINT_KEY", "GpuPool", "LABEL_PREFIX", "NVME_PATH", "config_key", "node_labels", "pool_facts"]
+__all__ = ["GPU_TAINT_KEY", "LABEL_PREFIX", "NVME_PATH", "GpuPool", "config_key", "node_labels", "pool_facts"]

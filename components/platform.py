@@ -5,11 +5,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from stacks.schema import AwsRegion, StackSpec
-
 from components.aws import AwsCluster
 from components.contract import ClusterFacts
 from components.namespaces import ClusterNamespaces
+from stacks.schema import AwsRegion, StackSpec
 
 
 def cluster_name(spec: StackSpec, region: str) -> str:

@@ -208,4 +208,4 @@ def run(config: StackConfig, project_dir: Path = PROJECT_DIR) -> Record:
                   outputs=_redact(exported or {}, "", []), warnings=log.warnings)
 
 
-__all__ = ["EngineError", "Record", "RecordingMonitor", "Resource", "SECRET_MARK", "run"]
+__all__ = ["SECRET_MARK", "EngineError", "Record", "RecordingMonitor", "Resource", "run"]

@@ -161,7 +161,10 @@ class MachineShape:
         return GPUS[self.gpu]
 
 
-def _shapes(cloud: Cloud, rows: list[tuple[str, GpuModel, int, int, int, int, float, str]]) -> dict[str, MachineShape]:
+_Row = tuple[str, GpuModel, int, int, int, int, float, str]
+
+
+def _shapes(cloud: Cloud, rows: list[_Row]) -> dict[str, MachineShape]:
     return {r[0]: MachineShape(cloud, *r) for r in rows}
 
 

@@ -38,7 +38,9 @@ class Placement:
     max_replicas: int
 
 
-def _quantizations(card: ModelCard, allowed: Sequence[Quantization], option: PoolOption) -> list[Quantization]:
+def _quantizations(
+    card: ModelCard, allowed: Sequence[Quantization], option: PoolOption
+) -> list[Quantization]:
     """Native weights first, then the allowed variants the GPU has kernels for, larger first."""
     supported = {Quantization.FP8: option.fp8, Quantization.INT8: True, Quantization.INT4: option.int4}
     chosen = [Quantization.NONE]

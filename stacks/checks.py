@@ -16,8 +16,8 @@ from serving.geo import ZONES, zones_of
 from serving.hardware import MACHINES, Cloud, GpuModel, Vendor, machine
 from serving.models import CATALOG, Quantization
 from serving.placement import candidates
-from serving.tiers import Tier
-from stacks import pools
+from serving.tiers import TIERS, Tier
+from stacks.plan import model_options, tier_of
 from stacks.schema import (
     AmdPartitioning,
     GpuPoolSpec,
@@ -198,11 +198,15 @@ def _check_models(spec: StackSpec) -> Iterator[Problem]:
 
 def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:
     card = CATALOG[model.catalog]
+    if model.tier is not None and model.tier not in set(Tier):
+        return  # reported at its path; the fit depends on the tier
+    tier = tier_of(spec, model)
     for region in spec.regions:
         if model.regions is not None and region.region not in model.regions:
             continue
         cloud = Cloud(region.cloud)
-        usable = [p for p in region.gpu_pools if _pool_ok(cloud, p, region.zones)]
+        if any(not _pool_ok(cloud, p, region.zones) for p in region.gpu_pools):
+            continue  # the pool's own problems come first
         if model.pool is not None:
             named = [p for p in region.gpu_pools if p.name == model.pool]
             if not named:
@@ -210,19 +214,19 @@ def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Pro
                               f"{region.region}; expected one of: "
                               f"{_choices(p.name for p in region.gpu_pools) or '(no GPU pools)'}")
                 continue
-            usable = [p for p in usable if p.name == model.pool]
-            if not usable:
-                continue  # the pool's own problem is reported at its path
-        options = [pools.option(region.cloud, p, len(region.zones)) for p in usable]
+            if isinstance(named[0].sharing, TimeSlicing) and not TIERS[tier].allows_time_slicing:
+                yield Problem(f"{at}.pool", f"tier {tier} does not allow time-sliced GPUs (no "
+                              f"isolation, wider tail latency) and pool {model.pool!r} is "
+                              "time-sliced; pick a MIG or whole-GPU pool, or a looser tier")
+                continue
+        options = model_options(spec, model, region)
         if not candidates(card, options, model.allowed_quantization, model.tensor_parallel,
                           model.max_model_len):
-            biggest = max(
-                ((p.name, s.memory_gb, o.gpus_per_node) for p, o in zip(usable, options, strict=True)
-                 for s in o.slices), key=lambda t: t[1] * t[2], default=None,
-            )
-            where = f"pool {model.pool!r}" if model.pool else f"any pool of {region.region}"
+            biggest = max(((o.pool, s.memory_gb, o.gpus_per_node) for o in options
+                           for s in o.slices), key=lambda t: t[1] * t[2], default=None)
+            where = f"pool {model.pool!r}" if model.pool else f"any usable pool of {region.region}"
             have = (f"largest slice is {biggest[1]:g} GB in pool {biggest[0]!r} "
-                    f"({biggest[2]} GPU(s) a node)") if biggest else "the region has no GPU pools"
+                    f"({biggest[2]} GPU(s) a node)") if biggest else "no usable GPU pool"
             fix = "allow fp8/int8/int4 in allowed_quantization, " if not model.allowed_quantization \
                 and len(card.quantizations) > 1 else ""
             weights = card.weights_for(Quantization.NONE)

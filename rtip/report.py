@@ -1,0 +1,132 @@
+"""The plan as data (the `--json` document) and as tables for a terminal."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rtip.offline import Record
+from stacks.plan import ModelRegionPlan
+from stacks.schema import StackSpec
+
+CLUSTER_TYPE_SUFFIX = ":Cluster"
+POOL_TYPE = "rtip:k8s:GpuPool"
+PLATFORM_TYPE = "rtip:platform:Platform"
+
+
+def _clusters(record: Record) -> list[dict[str, Any]]:
+    clusters = []
+    for res in record.resources:
+        if not (res.type.startswith("rtip:") and res.type.endswith(CLUSTER_TYPE_SUFFIX)):
+            continue
+        pools = [
+            {
+                "name": p.inputs["pool"],
+                "machine_type": p.inputs["machineType"],
+                "gpu": p.inputs["gpu"],
+                "gpus_per_node": p.inputs["gpusPerNode"],
+                "min_nodes": p.inputs["minNodes"],
+                "max_nodes": p.inputs["maxNodes"],
+                "zones": p.inputs["zones"],
+                "sharing": p.inputs["sharing"],
+                "labels": p.inputs["labels"],
+                "taints": p.inputs["taints"],
+                "nvme_path": p.inputs.get("nvmePath"),
+            }
+            for p in record.children(res.urn) if p.type == POOL_TYPE
+        ]
+        clusters.append({
+            "name": res.name, "cloud": res.inputs["cloud"], "region": res.inputs["region"],
+            "zones": res.inputs["zones"], "kubernetes_version": res.inputs["kubernetesVersion"],
+            "built": True, "pools": pools,
+        })
+    return clusters
+
+
+def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
+    p = plan.placement
+    return {
+        "name": plan.model, "catalog": plan.catalog, "region": plan.region, "cloud": plan.cloud,
+        "tier": str(plan.tier), "peak_qps": plan.peak_qps, "pool": p.pool,
+        "slice": p.slice.resource, "slice_memory_gb": round(p.slice.memory_gb, 2),
+        "slice_mode": str(p.slice.mode), "tensor_parallel": p.tensor_parallel,
+        "quantization": str(p.quantization), "memory_needed_gb": p.memory_needed_gb,
+        "replicas": {"min": plan.min_replicas, "max": plan.max_replicas,
+                     "source": plan.replicas_source},
+        "cost_per_replica_hour": p.cost_per_replica_hour,
+    }
+
+
+def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> dict[str, Any]:
+    """The plan as one JSON document: what `rtip plan --json` prints and `--out` saves."""
+    platform = next((r for r in record.resources if r.type == PLATFORM_TYPE), None)
+    unbuilt = list(platform.inputs.get("unbuiltRegions", [])) if platform else []
+    clusters = _clusters(record)
+    for region in spec.regions:
+        if f"{region.cloud}/{region.region}" in unbuilt:
+            clusters.append({
+                "name": None, "cloud": region.cloud, "region": region.region,
+                "zones": list(region.zones), "kubernetes_version": spec.kubernetes_version,
+                "built": False, "pools": [],
+            })
+    counts = Counter(r.type for r in record.resources)
+    return {
+        "stack": record.stack,
+        "environment": spec.environment,
+        "clusters": clusters,
+        "unbuilt_regions": unbuilt,
+        "models": [_model(m, spec) for m in models],
+        "resource_counts": dict(sorted(counts.items())),
+        "resources": [r.to_json() for r in record.resources],
+        "outputs": record.outputs,
+        "warnings": record.warnings,
+    }
+
+
+def print_tables(doc: dict[str, Any], console: Console) -> None:
+    console.print(f"[bold]rtip plan[/bold] stack [cyan]{doc['stack']}[/cyan] "
+                  f"({doc['environment']}): {len(doc['resources'])} resources")
+    clusters = Table(title="Clusters", title_justify="left")
+    for col in ("cluster", "cloud", "region", "zones", "k8s", "built"):
+        clusters.add_column(col)
+    for c in doc["clusters"]:
+        clusters.add_row(c["name"] or "-", c["cloud"], c["region"], ", ".join(c["zones"]),
+                         c["kubernetes_version"], "yes" if c["built"] else "[red]not yet[/red]")
+    console.print(clusters)
+
+    pools = Table(title="GPU pools", title_justify="left")
+    for col in ("cluster", "pool", "machine type", "GPU", "GPUs/node", "nodes", "sharing",
+                "zones", "NVMe cache"):
+        pools.add_column(col)
+    for c in doc["clusters"]:
+        for p in c["pools"]:
+            pools.add_row(c["name"], p["name"], p["machine_type"], p["gpu"],
+                          str(p["gpus_per_node"]), f"{p['min_nodes']}-{p['max_nodes']}",
+                          p["sharing"], str(len(p["zones"])), p["nvme_path"] or "none")
+    console.print(pools)
+
+    models = Table(title="Models", title_justify="left")
+    for col in ("model", "region", "tier", "pool", "slice", "TP", "weights", "replicas", "$/h each"):
+        models.add_column(col)
+    for m in doc["models"]:
+        models.add_row(m["name"], m["region"], m["tier"], m["pool"], m["slice"],
+                       str(m["tensor_parallel"]), m["quantization"],
+                       f"{m['replicas']['min']}-{m['replicas']['max']}",
+                       f"{m['cost_per_replica_hour']:.2f}")
+    console.print(models)
+
+    counts = Table(title="Resources by type", title_justify="left")
+    counts.add_column("type")
+    counts.add_column("count", justify="right")
+    for t, n in doc["resource_counts"].items():
+        counts.add_row(t, str(n))
+    console.print(counts)
+    for region in doc["unbuilt_regions"]:
+        console.print(f"[yellow]warning:[/yellow] {region} is validated and planned but its "
+                      "cluster is not built yet")
+
+
+__all__ = ["document", "print_tables"]

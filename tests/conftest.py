@@ -1,0 +1,44 @@
+"""Shared fixtures: the offline record of every stack, run once per session."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rtip import offline
+from rtip.offline import Record
+from rtip.stackfile import PROJECT_DIR, load
+from stacks.loader import load_spec
+from stacks.schema import StackSpec
+
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (PROJECT_DIR / "stacks").glob("Pulumi.*.yaml"))
+
+
+@cache
+def record_of(stack: str) -> Record:
+    return offline.run(load(stack))
+
+
+@cache
+def spec_of(stack: str) -> StackSpec:
+    config = load(stack)
+    return load_spec(config.platform, config.source)
+
+
+def stack_doc(stack: str) -> dict:
+    return yaml.safe_load((PROJECT_DIR / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+
+
+def write_stack(tmp_path: Path, platform: object, name: str = "t", extra: dict | None = None) -> Path:
+    """A stack file anywhere on disk whose `rtip:platform` is `platform`."""
+    path = tmp_path / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump({"config": {"rtip:platform": platform, **(extra or {})}}))
+    return path
+
+
+@pytest.fixture(params=STACKS)
+def stack(request: pytest.FixtureRequest) -> str:
+    return request.param
