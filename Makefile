@@ -1,0 +1,28 @@
+# Two entry points for a fresh machine: `make plan` (set up, then plan the dev stack offline)
+# and `make test`. Everything installs into .venv from requirements.lock.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STACK ?= dev
+
+.PHONY: plan test lint bench clean
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+plan: $(VENV)/.installed
+	$(VENV)/bin/rtip plan $(STACK)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+
+test: lint
+	$(PY) -m pytest
+
+bench: $(VENV)/.installed
+	$(PY) benchmarks/plan_speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
