@@ -41,7 +41,9 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     else:
-        report.print_tables(doc, Console(highlight=False))
+        # Off a terminal (pipes, CI logs) rich would wrap at 80 columns and cut cells.
+        width = None if sys.stdout.isatty() else 200
+        report.print_tables(doc, Console(highlight=False, width=width))
     for warning in record.warnings:
         err.print(f"warning: {warning}", markup=False)
     return 0

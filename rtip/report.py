@@ -109,10 +109,12 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
     console.print(pools)
 
     models = Table(title="Models", title_justify="left")
-    for col in ("model", "region", "tier", "pool", "slice", "TP", "weights", "replicas", "$/h each"):
+    for col in ("model", "region", "tier", "pool", "slice", "slice GB", "needs GB", "TP", "weights",
+                "replicas", "$/h each"):
         models.add_column(col)
     for m in doc["models"]:
         models.add_row(m["name"], m["region"], m["tier"], m["pool"], m["slice"],
+                       f"{m['slice_memory_gb']:g}", f"{m['memory_needed_gb']:g}",
                        str(m["tensor_parallel"]), m["quantization"],
                        f"{m['replicas']['min']}-{m['replicas']['max']}",
                        f"{m['cost_per_replica_hour']:.2f}")

@@ -1,0 +1,99 @@
+"""`rtip plan`: tables, the JSON document, rendered manifests, stack paths anywhere."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from rtip.cli import main
+from rtip.stackfile import PROJECT_DIR
+from tests.conftest import spec_of
+
+
+def plan_json(capsys, *args: str) -> dict:
+    assert main(["plan", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_tables_name_clusters_pools_models_and_counts(capsys) -> None:
+    assert main(["plan", "dev"]) == 0
+    out = capsys.readouterr().out
+    for words in ("Clusters", "rtip-dev-us-east-1", "GPU pools", "g6.2xlarge", "time_slice:2",
+                  "Models", "llama-3b", "Resources by type", "aws:eks/nodeGroup:NodeGroup"):
+        assert words in out
+
+
+def test_json_document_shape(capsys, stack) -> None:
+    doc = plan_json(capsys, stack)
+    assert doc["stack"] == stack
+    for key in ("clusters", "models", "resources"):
+        assert doc[key], key
+    for cluster in doc["clusters"]:
+        assert {"name", "cloud", "region", "zones", "pools"} <= set(cluster)
+        for pool in cluster["pools"]:
+            assert {"name", "machine_type", "gpu", "gpus_per_node", "min_nodes", "max_nodes",
+                    "sharing"} <= set(pool)
+    for res in doc["resources"]:
+        assert {"type", "name", "urn", "parent", "provider", "dependencies", "inputs"} <= set(res)
+    spec = spec_of(stack)
+    assert {(c["cloud"], c["region"]) for c in doc["clusters"]} == \
+        {(r.cloud, r.region) for r in spec.regions}
+    planned = {(m["name"], m["region"]) for m in doc["models"]}
+    assert planned == {(m.name, r.region) for m in spec.models for r in spec.regions
+                       if m.regions is None or r.region in m.regions}
+
+
+def test_json_marks_unbuilt_regions(capsys) -> None:
+    doc = plan_json(capsys, "prod")
+    unbuilt = {c["region"] for c in doc["clusters"] if not c["built"]}
+    assert unbuilt == {"us-central1", "eastus"}
+    assert doc["unbuilt_regions"] == ["gcp/us-central1", "azure/eastus"]
+
+
+def test_json_models_carry_their_placement(capsys) -> None:
+    doc = plan_json(capsys, "prod")
+    by = {(m["name"], m["region"]): m for m in doc["models"]}
+    big = by[("llama-70b", "us-east-1")]
+    assert big["pool"] == "h100" and big["tensor_parallel"] >= 2 and big["slice"] == "nvidia.com/gpu"
+    assert by[("llama-70b", "eastus")]["slice"] == "amd.com/gpu"
+    assert by[("llama-8b", "us-east-1")]["slice"].startswith("nvidia.com/mig-")
+    for m in doc["models"]:
+        assert m["memory_needed_gb"] <= m["slice_memory_gb"] * m["tensor_parallel"]
+        assert m["replicas"]["min"] >= 3  # one per zone, three zones
+
+
+def test_stack_file_anywhere(tmp_path, capsys) -> None:
+    copy = tmp_path / "Pulumi.mine.yaml"
+    shutil.copy(PROJECT_DIR / "stacks" / "Pulumi.dev.yaml", copy)
+    doc = plan_json(capsys, str(copy))
+    assert doc["stack"] == "mine"
+    assert doc["resources"][0]["urn"].startswith("urn:pulumi:mine::rtip::")
+
+
+def test_out_writes_plan_and_manifests_per_cluster(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    assert main(["plan", "staging", "--out", str(out)]) == 0
+    capsys.readouterr()
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["stack"] == "staging"
+    folder = out / "rtip-staging-us-east-2"
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["namespace-rtip-models.yaml", "namespace-rtip-system.yaml"]
+    ns = yaml.safe_load((folder / "namespace-rtip-models.yaml").read_text())
+    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "rtip-models"
+
+
+@pytest.mark.parametrize("stack_name", ["dev", "staging", "prod"])
+def test_rendered_core_objects_validate_strictly(tmp_path, capsys, stack_name) -> None:
+    out = tmp_path / stack_name
+    assert main(["plan", stack_name, "--out", str(out)]) == 0
+    capsys.readouterr()
+    version = spec_of(stack_name).kubernetes_version
+    files = list(out.glob("*/*.yaml"))
+    assert files
+    for path in files:
+        kubernetes_validate.validate(yaml.safe_load(path.read_text()), version, strict=True)
