@@ -162,6 +162,8 @@ def _pool_ok(cloud: Cloud, pool: GpuPoolSpec, region_zones: list[str]) -> bool:
 
 def _check_models(spec: StackSpec) -> Iterator[Problem]:
     regions = {r.region: r for r in spec.regions}
+    bad_regions = {id(r) for r in spec.regions
+                   if any(not _pool_ok(Cloud(r.cloud), p, r.zones) for p in r.gpu_pools)}
     names = Counter(m.name for m in spec.models)
     for i, model in enumerate(spec.models):
         at = f"models[{i}]"
@@ -193,10 +195,10 @@ def _check_models(spec: StackSpec) -> Iterator[Problem]:
             if name not in regions:
                 yield Problem(f"{at}.regions[{j}]", f"region {name!r} is not in this stack; "
                               f"expected one of: {_choices(regions)}")
-        yield from _check_model_fit(at, spec, model)
+        yield from _check_model_fit(at, spec, model, bad_regions)
 
 
-def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:
+def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec, bad_regions: set[int]) -> Iterator[Problem]:
     card = CATALOG[model.catalog]
     if model.tier is not None and model.tier not in set(Tier):
         return  # reported at its path; the fit depends on the tier
@@ -204,8 +206,7 @@ def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Pro
     for region in spec.regions:
         if model.regions is not None and region.region not in model.regions:
             continue
-        cloud = Cloud(region.cloud)
-        if any(not _pool_ok(cloud, p, region.zones) for p in region.gpu_pools):
+        if id(region) in bad_regions:
             continue  # the pool's own problems come first
         if model.pool is not None:
             named = [p for p in region.gpu_pools if p.name == model.pool]

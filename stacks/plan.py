@@ -8,7 +8,7 @@ from serving.models import CATALOG
 from serving.placement import Placement, PoolOption, candidates
 from serving.tiers import TIERS, Tier
 from stacks import pools
-from stacks.schema import ModelSpec, RegionSpec, StackSpec, TimeSlicing
+from stacks.schema import GpuPoolSpec, ModelSpec, RegionSpec, StackSpec, TimeSlicing
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,29 @@ def tier_of(spec: StackSpec, model: ModelSpec) -> Tier:
     return Tier(model.tier or spec.default_tier)
 
 
+# Specs are frozen, so a region's pool options never change: build them once per region object
+# instead of once per (model, region), which made validation O(models x regions x pools).
+_OPTIONS: dict[int, tuple[RegionSpec, list[tuple[GpuPoolSpec, PoolOption]]]] = {}
+_OPTIONS_KEPT = 512
+
+
+def region_options(region: RegionSpec) -> list[tuple[GpuPoolSpec, PoolOption]]:
+    cached = _OPTIONS.get(id(region))
+    if cached is not None and cached[0] is region:
+        return cached[1]
+    if len(_OPTIONS) >= _OPTIONS_KEPT:
+        _OPTIONS.clear()
+    built = [(p, pools.option(region.cloud, p, len(region.zones))) for p in region.gpu_pools]
+    _OPTIONS[id(region)] = (region, built)
+    return built
+
+
 def model_options(spec: StackSpec, model: ModelSpec, region: RegionSpec) -> list[PoolOption]:
     """The pools of `region` the model may use: its named pool or all, minus time-sliced pools
     when its tier forbids sharing SMs without isolation."""
     allows_ts = TIERS[tier_of(spec, model)].allows_time_slicing
     return [
-        pools.option(region.cloud, p, len(region.zones)) for p in region.gpu_pools
+        option for p, option in region_options(region)
         if model.pool in (None, p.name) and (allows_ts or not isinstance(p.sharing, TimeSlicing))
     ]
 

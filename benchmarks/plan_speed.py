@@ -1,0 +1,109 @@
+"""How long `rtip plan` takes as stacks grow: regions x GPU pools x models, up to >1,000 resources.
+
+Prints one row per stack size and writes benchmarks/results/plan_speed.json. Each size is timed
+end to end as the CLI runs it (read stack file, validate, run the program under the offline
+engine, build the plan document), best of --repeat runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rtip import offline, report  # noqa: E402
+from rtip.stackfile import load  # noqa: E402
+from serving.geo import ZONES  # noqa: E402
+from serving.hardware import Cloud  # noqa: E402
+from stacks.loader import load_spec  # noqa: E402
+from stacks.plan import plan_models  # noqa: E402
+
+POOL_SHAPES = [
+    ("g6.2xlarge", {"mode": "time_slice", "replicas": 2}),
+    ("p5.48xlarge", {"mode": "mig", "layout": "all-balanced"}),
+    ("g6e.12xlarge", {"mode": "whole"}),
+    ("p5.48xlarge", {"mode": "whole"}),
+]
+MODELS = ["llama-3.2-1b-instruct", "llama-3.2-3b-instruct", "llama-3.1-8b-instruct",
+          "qwen2.5-7b-instruct"]
+SIZES = [(1, 1, 1), (1, 4, 4), (2, 8, 8), (4, 8, 8), (4, 16, 16), (8, 16, 16), (8, 32, 32)]
+
+
+def stack(regions: int, pools: int, models: int) -> dict:
+    names = list(ZONES[Cloud.AWS])[:regions]
+    return {"config": {"rtip:platform": {
+        "environment": "staging",
+        "regions": [{
+            "cloud": "aws", "region": r, "zones": list(ZONES[Cloud.AWS][r][:3]),
+            "network": {"cidr": f"10.{i}.0.0/16"},
+            "gpu_pools": [{"name": f"pool-{j}", "machine_type": POOL_SHAPES[j % 4][0],
+                           "min_nodes": 0, "max_nodes": 4, "sharing": POOL_SHAPES[j % 4][1]}
+                          for j in range(pools)],
+        } for i, r in enumerate(names)],
+        "models": [{"name": f"model-{k}", "catalog": MODELS[k % len(MODELS)], "peak_qps": 1 + k}
+                   for k in range(models)],
+    }}}
+
+
+def plan_once(path: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    config = load(str(path))
+    spec = load_spec(config.platform, config.source)
+    record = offline.run(config)
+    report.document(spec, record, plan_models(spec))
+    return time.perf_counter() - start, len(record.resources)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "plan_speed.json"))
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        plan_once(ROOT / "stacks" / "Pulumi.dev.yaml")  # warm imports, not measured
+        for regions, pools, models in SIZES:
+            path = Path(tmp) / f"Pulumi.bench-{regions}-{pools}-{models}.yaml"
+            path.write_text(yaml.safe_dump(stack(regions, pools, models)))
+            times, count = [], 0
+            for _ in range(args.repeat):
+                seconds, count = plan_once(path)
+                times.append(seconds)
+            best = min(times)
+            rows.append({"regions": regions, "pools_per_region": pools, "models": models,
+                         "resources": count, "seconds": round(best, 4),
+                         "ms_per_resource": round(1000 * best / count, 3)})
+            print(f"{regions:>2} regions x {pools:>2} pools x {models:>2} models: {count:>5} resources "
+                  f"{best:7.3f} s  {1000 * best / count:6.3f} ms/resource", flush=True)
+    xs, ys = [r["resources"] for r in rows], [r["seconds"] for r in rows]
+    slope, intercept = statistics.linear_regression(xs, ys)
+    r2 = statistics.correlation(xs, ys) ** 2
+    summary = {
+        "max_resources": max(xs),
+        "max_ms_per_resource": max(r["ms_per_resource"] for r in rows),
+        "fit_ms_per_resource": round(1000 * slope, 3),
+        "fit_intercept_s": round(intercept, 4),
+        "fit_r2": round(r2, 5),
+        "target_ms_per_resource": 5.0,
+    }
+    print(f"linear fit: {summary['fit_ms_per_resource']} ms/resource + {summary['fit_intercept_s']} s, "
+          f"r^2 = {summary['fit_r2']}")
+    result = {"benchmark": "plan_speed", "python": platform.python_version(),
+              "machine": platform.machine(), "repeat": args.repeat, "rows": rows, "summary": summary}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
