@@ -53,6 +53,13 @@ def kubeconfig(cluster_name: pulumi.Input[str], endpoint: pulumi.Input[str],
     return pulumi.Output.all(cluster_name, endpoint, ca_data).apply(build)
 
 
+def aws_provider(name: str, region: AwsRegion, tags: dict[str, str],
+                 opts: pulumi.ResourceOptions) -> aws.Provider:
+    """The region's provider; every AWS resource of the region goes through it."""
+    return aws.Provider(name, aws.ProviderArgs(
+        region=region.region, default_tags=aws.ProviderDefaultTagsArgs(tags=tags)), opts=opts)
+
+
 class AwsCluster(pulumi.ComponentResource):
     facts: ClusterFacts
 
@@ -163,4 +170,4 @@ class AwsCluster(pulumi.ComponentResource):
         self.register_outputs({"endpoint": cluster.endpoint, "name": cluster.name})
 
 
-__all__ = ["AwsCluster", "kubeconfig"]
+__all__ = ["AwsCluster", "aws_provider", "kubeconfig"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 ACCOUNT_ID = "123456789012"
@@ -35,46 +36,76 @@ def _aws_arn(service: str, region: str, resource: str) -> str:
     return f"arn:aws:{service}:{region}:{ACCOUNT_ID}:{resource}"
 
 
-def _eks_cluster(name: str, region: str, urn: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    h = digest(urn, 32).upper()
-    fake_ca = base64.b64encode(f"-----BEGIN CERTIFICATE-----\n{h}\n-----END CERTIFICATE-----\n"
-                               .encode()).decode()
+@dataclass(frozen=True)
+class SynthArgs:
+    type: str
+    name: str  # the logical (Pulumi) name
+    physical: str  # the cloud-side name: the `name` input, or Pulumi's auto-name
+    urn: str
+    inputs: dict[str, Any]
+    region: str
+
+
+# A synthesizer returns the resource's ID and the outputs the cloud adds to its inputs.
+Synthesizer = Callable[[SynthArgs], tuple[str, dict[str, Any]]]
+
+
+def _aws(prefix: str, extra: Callable[[SynthArgs], dict[str, Any]] | None = None) -> Synthesizer:
+    def synth(a: SynthArgs) -> tuple[str, dict[str, Any]]:
+        rid = f"{prefix}{digest(a.urn)}" if prefix else a.physical
+        return rid, (extra(a) if extra else {})
+    return synth
+
+
+def _eks_cluster(a: SynthArgs) -> dict[str, Any]:
+    h = digest(a.urn, 32).upper()
     return {
-        "arn": _aws_arn("eks", region, f"cluster/{name}"),
-        "endpoint": f"https://{h}.gr7.{region}.eks.amazonaws.com",
-        "certificateAuthority": {"data": fake_ca},
-        "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{region}.amazonaws.com/id/{h}"}]}],
-        "vpcConfig": {**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{digest(urn)}",
-                      "vpcId": f"vpc-{digest(urn + 'vpc')}"},
+        "arn": _aws_arn("eks", a.region, f"cluster/{a.physical}"),
+        "endpoint": f"https://{h}.gr7.{a.region}.eks.amazonaws.com",
+        "certificateAuthority": {"data": fake_ca(a.urn)},
+        "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{a.region}.amazonaws.com/id/{h}"}]}],
+        "vpcConfig": {**a.inputs.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{digest(a.urn)}",
+                      "vpcId": f"vpc-{digest(a.urn + 'vpc')}"},
         "status": "ACTIVE",
         "platformVersion": "eks.1",
     }
 
 
-# type token -> (id prefix, extra outputs(name, region, urn, inputs))
-_AWS: dict[str, tuple[str, Callable[[str, str, str, dict[str, Any]], dict[str, Any]]]] = {
-    "aws:ec2/vpc:Vpc": ("vpc-", lambda n, r, u, i: {"arn": _aws_arn("ec2", r, f"vpc/vpc-{digest(u)}")}),
-    "aws:ec2/subnet:Subnet": ("subnet-", lambda n, r, u, i: {
-        "arn": _aws_arn("ec2", r, f"subnet/subnet-{digest(u)}")}),
-    "aws:ec2/internetGateway:InternetGateway": ("igw-", lambda n, r, u, i: {}),
-    "aws:ec2/natGateway:NatGateway": ("nat-", lambda n, r, u, i: {"publicIp": "203.0.113.10"}),
-    "aws:ec2/eip:Eip": ("eipalloc-", lambda n, r, u, i: {"publicIp": "203.0.113.10"}),
-    "aws:ec2/routeTable:RouteTable": ("rtb-", lambda n, r, u, i: {}),
-    "aws:ec2/routeTableAssociation:RouteTableAssociation": ("rtbassoc-", lambda n, r, u, i: {}),
-    "aws:ec2/vpcEndpoint:VpcEndpoint": ("vpce-", lambda n, r, u, i: {}),
-    "aws:ec2/launchTemplate:LaunchTemplate": ("lt-", lambda n, r, u, i: {
-        "latestVersion": 1, "defaultVersion": 1}),
-    "aws:kms/key:Key": ("", lambda n, r, u, i: {
-        "keyId": _uuid(u), "arn": _aws_arn("kms", r, f"key/{_uuid(u)}")}),
-    "aws:kms/alias:Alias": ("", lambda n, r, u, i: {"arn": _aws_arn("kms", r, str(i.get("name")))}),
-    "aws:iam/role:Role": ("", lambda n, r, u, i: {
-        "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{n}", "uniqueId": "AROA" + digest(u).upper()}),
-    "aws:eks/cluster:Cluster": ("", _eks_cluster),
-    "aws:eks/nodeGroup:NodeGroup": ("", lambda n, r, u, i: {
-        "arn": _aws_arn("eks", r, f"nodegroup/{n}/{_uuid(u)}"), "status": "ACTIVE"}),
-    "aws:eks/addon:Addon": ("", lambda n, r, u, i: {
-        "arn": _aws_arn("eks", r, f"addon/{i.get('addonName')}/{_uuid(u)}")}),
+def fake_ca(urn: str) -> str:
+    """A base64 PEM-shaped certificate authority, unique per resource."""
+    body = digest(urn, 32).upper()
+    return base64.b64encode(f"-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n"
+                            .encode()).decode()
+
+
+AWS: dict[str, Synthesizer] = {
+    "aws:ec2/vpc:Vpc": _aws("vpc-", lambda a: {"arn": _aws_arn("ec2", a.region, f"vpc/vpc-{digest(a.urn)}")}),
+    "aws:ec2/subnet:Subnet": _aws("subnet-", lambda a: {
+        "arn": _aws_arn("ec2", a.region, f"subnet/subnet-{digest(a.urn)}")}),
+    "aws:ec2/internetGateway:InternetGateway": _aws("igw-"),
+    "aws:ec2/natGateway:NatGateway": _aws("nat-", lambda a: {"publicIp": "203.0.113.10"}),
+    "aws:ec2/eip:Eip": _aws("eipalloc-", lambda a: {"publicIp": "203.0.113.10"}),
+    "aws:ec2/routeTable:RouteTable": _aws("rtb-"),
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": _aws("rtbassoc-"),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": _aws("vpce-"),
+    "aws:ec2/launchTemplate:LaunchTemplate": _aws("lt-", lambda a: {"latestVersion": 1, "defaultVersion": 1}),
+    "aws:kms/key:Key": _aws("", lambda a: {
+        "keyId": _uuid(a.urn), "arn": _aws_arn("kms", a.region, f"key/{_uuid(a.urn)}")}),
+    "aws:kms/alias:Alias": _aws("", lambda a: {"arn": _aws_arn("kms", a.region, str(a.inputs.get("name")))}),
+    "aws:iam/role:Role": _aws("", lambda a: {
+        "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{a.physical}", "uniqueId": "AROA" + digest(a.urn).upper()}),
+    "aws:eks/cluster:Cluster": _aws("", _eks_cluster),
+    "aws:eks/nodeGroup:NodeGroup": _aws("", lambda a: {
+        "arn": _aws_arn("eks", a.region, f"nodegroup/{a.physical}/{_uuid(a.urn)}"), "status": "ACTIVE"}),
+    "aws:eks/addon:Addon": _aws("", lambda a: {
+        "arn": _aws_arn("eks", a.region, f"addon/{a.inputs.get('addonName')}/{_uuid(a.urn)}")}),
 }
+
+
+def _tables() -> dict[str, Synthesizer]:
+    from rtip.synth_azure import AZURE
+    from rtip.synth_gcp import GCP
+    return {**AWS, **GCP, **AZURE}
 
 
 def outputs(type_: str, name: str, urn: str, inputs: dict[str, Any],
@@ -84,12 +115,6 @@ def outputs(type_: str, name: str, urn: str, inputs: dict[str, Any],
     state = dict(inputs)
     if type_.startswith("pulumi:providers:"):
         return _uuid(urn), state
-    if type_ in _AWS:
-        prefix, extra = _AWS[type_]
-        state.setdefault("name", physical)
-        state.update(extra(physical, region or "us-east-1", urn, inputs))
-        rid = f"{prefix}{digest(urn)}" if prefix else physical
-        return rid, {"id": rid, **state}
     if type_.startswith("kubernetes:"):
         meta = dict(inputs.get("metadata") or {})
         meta.setdefault("name", physical)
@@ -98,10 +123,18 @@ def outputs(type_: str, name: str, urn: str, inputs: dict[str, Any],
         state["metadata"] = meta
         return (f"{ns}/{meta['name']}" if ns else meta["name"]), state
     state.setdefault("name", physical)
+    synth = _TABLES.get(type_)
+    if synth is not None:
+        rid, extra = synth(SynthArgs(type_, name, physical, urn, inputs, region or ""))
+        state.update(extra)
+        return rid, {"id": rid, **state}
     if type_.startswith("aws:"):
         state.setdefault("arn", _aws_arn(type_.split(":")[1].split("/")[0], region or "us-east-1",
                                          physical))
     return physical, {"id": physical, **state}
 
 
-__all__ = ["ACCOUNT_ID", "AZURE_SUBSCRIPTION", "GCP_PROJECT_NUMBER", "digest", "outputs"]
+_TABLES = _tables()
+
+__all__ = ["ACCOUNT_ID", "AWS", "AZURE_SUBSCRIPTION", "GCP_PROJECT_NUMBER", "SynthArgs", "Synthesizer",
+           "digest", "fake_ca", "outputs"]

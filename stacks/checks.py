@@ -13,7 +13,7 @@ from itertools import combinations
 
 from serving import mig
 from serving.geo import ZONES, zones_of
-from serving.hardware import MACHINES, Cloud, GpuModel, Vendor, machine
+from serving.hardware import MACHINES, Cloud, GpuModel, GpuSpec, Vendor, machine
 from serving.models import CATALOG, Quantization
 from serving.placement import candidates
 from serving.tiers import TIERS, Tier
@@ -26,6 +26,10 @@ from stacks.schema import (
     StackSpec,
     TimeSlicing,
 )
+
+# Clouds that partition MIG GPUs themselves, with one profile per node pool (FACTS.md section 4:
+# GKE `gpu_partition_size`, AKS `gpu_instance_profile`).
+SINGLE_PROFILE_CLOUDS = {Cloud.GCP: "GKE (gpu_partition_size)", Cloud.AZURE: "AKS (gpu_instance_profile)"}
 
 # Room for one subnet pair per zone: the network is split into 2 x zones subnets.
 MIN_PREFIX, MAX_PREFIX = 16, 20
@@ -132,28 +136,38 @@ def _check_pool(at: str, cloud: Cloud, region_zones: list[str], pool: GpuPoolSpe
             yield Problem(f"{at}.sharing.mode", f"{gpu.model} ({pool.machine_type}) has no MIG; "
                           "use time_slice or whole")
             return
-        if (s.layout is None) == (s.profiles is None):
-            yield Problem(f"{at}.sharing", "give exactly one of `layout` (a named layout) or "
-                          "`profiles` (counts per MIG profile)")
-        elif s.layout is not None and s.layout not in gpu.mig_layouts:
-            yield Problem(f"{at}.sharing.layout", f"unknown MIG layout {s.layout!r} for "
-                          f"{gpu.model}; expected one of: {_choices(gpu.mig_layouts)}")
-        elif s.profiles is not None:
-            bad = [p for p in s.profiles if gpu.mig_profile(p) is None]
-            if bad:
-                yield Problem(f"{at}.sharing.profiles", f"unknown MIG profile(s) {_choices(bad)} "
-                              f"for {gpu.model}; expected: "
-                              f"{', '.join(p.name for p in gpu.mig_profiles)}")
-            elif not mig.is_valid(gpu, s.profiles):
-                yield Problem(f"{at}.sharing.profiles", f"{dict(s.profiles)} does not fit one "
-                              f"{gpu.model}: at most {mig.COMPUTE_SLICES} compute and "
-                              f"{mig.MEMORY_SLICES} memory slices, at NVIDIA's placement positions")
+        yield from _mig_problems(at, gpu, s)
+        if cloud in SINGLE_PROFILE_CLOUDS and not list(_mig_problems(at, gpu, s)):
+            used = [p for p, n in mig.resolve(gpu, s.layout, s.profiles).items() if n]
+            if len(used) > 1:
+                yield Problem(f"{at}.sharing", f"{SINGLE_PROFILE_CLOUDS[cloud]} partitions every GPU "
+                              f"of a pool with one MIG profile; this layout mixes {', '.join(used)}: "
+                              "use a single-profile layout (all-<profile>) or one pool per profile")
     elif isinstance(s, TimeSlicing) and gpu.vendor is not Vendor.NVIDIA:
         yield Problem(f"{at}.sharing.mode", f"time-slicing is an NVIDIA device-plugin feature; "
                       f"{gpu.model} is {gpu.vendor}: use partition or whole")
     elif isinstance(s, AmdPartitioning) and gpu.vendor is not Vendor.AMD:
         yield Problem(f"{at}.sharing.mode", f"partition profiles are for AMD GPUs; {gpu.model} "
                       "uses mig or time_slice")
+
+
+def _mig_problems(at: str, gpu: GpuSpec, s: MigSharing) -> Iterator[Problem]:
+    if (s.layout is None) == (s.profiles is None):
+        yield Problem(f"{at}.sharing", "give exactly one of `layout` (a named layout) or "
+                      "`profiles` (counts per MIG profile)")
+    elif s.layout is not None and s.layout not in gpu.mig_layouts:
+        yield Problem(f"{at}.sharing.layout", f"unknown MIG layout {s.layout!r} for "
+                      f"{gpu.model}; expected one of: {_choices(gpu.mig_layouts)}")
+    elif s.profiles is not None:
+        bad = [p for p in s.profiles if gpu.mig_profile(p) is None]
+        if bad:
+            yield Problem(f"{at}.sharing.profiles", f"unknown MIG profile(s) {_choices(bad)} "
+                          f"for {gpu.model}; expected: "
+                          f"{', '.join(p.name for p in gpu.mig_profiles)}")
+        elif not mig.is_valid(gpu, s.profiles):
+            yield Problem(f"{at}.sharing.profiles", f"{dict(s.profiles)} does not fit one "
+                          f"{gpu.model}: at most {mig.COMPUTE_SLICES} compute and "
+                          f"{mig.MEMORY_SLICES} memory slices, at NVIDIA's placement positions")
 
 
 def _pool_ok(cloud: Cloud, pool: GpuPoolSpec, region_zones: list[str]) -> bool:

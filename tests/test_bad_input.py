@@ -188,3 +188,12 @@ def test_console_script_prints_no_traceback(tmp_path) -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "rtip:platform.models[0].tier: unknown tier 'gold'" in done.stderr
+
+
+@pytest.mark.parametrize("region", [2, 3])
+def test_gke_and_aks_pools_take_one_mig_profile(tmp_path, capsys, region) -> None:
+    doc = prod_platform()
+    doc["regions"][region]["gpu_pools"][0]["sharing"] = {"mode": "mig", "layout": "all-balanced"}
+    err = plan_fails(capsys, write_stack(tmp_path, doc))
+    assert f"rtip:platform.regions[{region}].gpu_pools[0].sharing: " in err
+    assert "one MIG profile" in err
