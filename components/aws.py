@@ -165,7 +165,8 @@ class AwsCluster(pulumi.ComponentResource):
         self.facts = ClusterFacts(
             name=name, cloud=Cloud.AWS, region=region.region, zones=tuple(region.zones),
             kubernetes_version=kubernetes_version, provider=k8s_provider, pools=pools,
-            endpoint=cluster.endpoint,
+            endpoint=cluster.endpoint, native_id=cluster.name,
+            oidc_issuer=cluster.identities[0].oidcs[0].issuer,
         )
         self.register_outputs({"endpoint": cluster.endpoint, "name": cluster.name})
 

@@ -48,6 +48,13 @@ class ClusterFacts:
     provider: k8s.Provider
     pools: tuple[PoolFacts, ...]
     endpoint: pulumi.Output[str]
+    # The cloud's own name or ID for the cluster (EKS name, GKE cluster ID, AKS resource ID).
+    native_id: pulumi.Output[str]
+    # The OIDC issuer workload identity federates with (EKS, AKS); GKE uses its workload pool.
+    oidc_issuer: pulumi.Output[str] | None = None
+    # GKE: `<project>.svc.id.goog`; AKS: the cluster's resource group name. None elsewhere.
+    workload_pool: str | None = None
+    resource_group: pulumi.Output[str] | None = None
 
     def pool(self, name: str) -> PoolFacts | None:
         return next((p for p in self.pools if p.name == name), None)
