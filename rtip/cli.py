@@ -1,6 +1,7 @@
 """`rtip`: plan a stack offline.
 
-Exit status: 0 planned, 2 bad input (stack file or spec), 1 the engine rejected the program.
+Exit status: 0 done, 2 bad input (stack file, spec, weights folder), 1 the engine rejected the
+program, 3 `models status` found a region whose copy is not ready yet.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 
-from rtip import offline, render, report
+from rtip import offline, render, report, weights
 from rtip.stackfile import StackFileError, load
 from stacks.loader import SpecError, load_spec
 from stacks.plan import plan_models
+from stacks.schema import StackSpec
 
 EXIT_BAD_INPUT = 2
 EXIT_ENGINE = 1
@@ -49,6 +52,64 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spec(stack: str, err: Console) -> StackSpec | None:
+    try:
+        config = load(stack)
+        return load_spec(config.platform, config.source)
+    except (StackFileError, SpecError) as problem:
+        err.print(str(problem), markup=False)
+        return None
+
+
+def _publish(args: argparse.Namespace) -> int:
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    spec = _spec(args.stack, err)
+    if spec is None:
+        return EXIT_BAD_INPUT
+    try:
+        result = weights.publish(spec, args.model, Path(args.source))
+    except weights.WeightsError as problem:
+        err.print(f"rtip models publish: {problem}", markup=False)
+        return EXIT_BAD_INPUT
+    what = "already current" if result.unchanged else f"published (was {result.previous or 'none'})"
+    print(f"{result.model} version {result.version}: {result.files} files, {result.bytes} bytes "
+          f"in s3://{result.bucket}: {what}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    spec = _spec(args.stack, err)
+    if spec is None:
+        return EXIT_BAD_INPUT
+    names = [args.model] if args.model else [m.name for m in spec.models]
+    if args.model and args.model not in {m.name for m in spec.models}:
+        err.print(f"rtip models status: model {args.model!r} is not in this stack", markup=False)
+        return EXIT_BAD_INPUT
+    try:
+        results = [weights.status(spec, n) for n in names]
+    except weights.WeightsError as problem:
+        err.print(f"rtip models status: {problem}", markup=False)
+        return EXIT_BAD_INPUT
+    doc = [{"model": r.model, "version": r.version, "regions": [
+        {"region": g.region, "bucket": g.bucket, "state": g.state, "files": g.files,
+         "replicated": g.replicated, "problems": list(g.problems)} for g in r.regions]} for r in results]
+    if args.json:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        table = Table(title="Weights replication", title_justify="left")
+        for col in ("model", "version", "region", "state", "files", "problems"):
+            table.add_column(col)
+        for r in doc:
+            if not r["regions"]:
+                table.add_row(r["model"], "-", "-", "not published", "-", "")
+            for g in r["regions"]:
+                table.add_row(r["model"], r["version"], g["region"], g["state"],
+                              f"{g['replicated']}/{g['files']}", "; ".join(g["problems"]))
+        Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)
+    return 0 if all(g["state"] == "ready" for r in doc for g in r["regions"]) else 3
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="rtip", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
@@ -57,6 +118,21 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="print the plan as one JSON document")
     plan.add_argument("--out", metavar="DIR", help="write plan.json and the manifests to DIR")
     plan.set_defaults(func=_plan)
+
+    models = sub.add_parser("models", help="publish model weights and check their replication")
+    msub = models.add_subparsers(dest="models_command", required=True)
+    pub = msub.add_parser("publish", help="upload a model folder to the stack's weights store")
+    pub.add_argument("stack")
+    pub.add_argument("model", help="a model name of the stack")
+    pub.add_argument("--from", dest="source", required=True, metavar="DIR",
+                     help="the model folder (config.json, *.safetensors, tokenizer files)")
+    pub.set_defaults(func=_publish)
+    st = msub.add_parser("status", help="per region, whether the current version has replicated "
+                                        "(exit 3 while any region is not ready)")
+    st.add_argument("stack")
+    st.add_argument("model", nargs="?")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=_status)
     return top
 
 

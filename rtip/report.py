@@ -57,6 +57,7 @@ def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
         "replicas": {"min": plan.min_replicas, "max": plan.max_replicas,
                      "source": plan.replicas_source},
         "cost_per_replica_hour": p.cost_per_replica_hour,
+        "cold_start_s": plan.cold_start.to_json(),
     }
 
 
@@ -110,14 +111,15 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
 
     models = Table(title="Models", title_justify="left")
     for col in ("model", "region", "tier", "pool", "slice", "slice GB", "needs GB", "TP", "weights",
-                "replicas", "$/h each"):
+                "replicas", "$/h each", "cold start s", "warm node s"):
         models.add_column(col)
     for m in doc["models"]:
         models.add_row(m["name"], m["region"], m["tier"], m["pool"], m["slice"],
                        f"{m['slice_memory_gb']:g}", f"{m['memory_needed_gb']:g}",
                        str(m["tensor_parallel"]), m["quantization"],
                        f"{m['replicas']['min']}-{m['replicas']['max']}",
-                       f"{m['cost_per_replica_hour']:.2f}")
+                       f"{m['cost_per_replica_hour']:.2f}", f"{m['cold_start_s']['total_s']:g}",
+                       f"{m['cold_start_s']['warm_node_s']:g}")
     console.print(models)
 
     counts = Table(title="Resources by type", title_justify="left")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from serving import coldstart
+from serving.coldstart import ColdStart
+from serving.hardware import Cloud
 from serving.models import CATALOG
 from serving.placement import Placement, PoolOption, candidates
 from serving.tiers import TIERS, Tier
@@ -23,6 +26,7 @@ class ModelRegionPlan:
     min_replicas: int
     max_replicas: int
     replicas_source: str  # "spec" or the rule that set them
+    cold_start: ColdStart
 
     @property
     def cost_per_hour_at_min(self) -> float:
@@ -83,10 +87,15 @@ def plan_models(spec: StackSpec) -> list[ModelRegionPlan]:
                 low = zones
                 high = max(low, best.max_replicas)
                 source = "one per zone; max what the pool holds"
+            pool = next(p for p in region.gpu_pools if p.name == best.pool)
+            weights_gb = card.weights_for(best.quantization) or card.weights_gb
+            nvme_gb = pools.shape_of(region.cloud, pool).local_nvme_gb
             plans.append(ModelRegionPlan(
                 model=model.name, catalog=card.id, region=region.region, cloud=region.cloud,
                 tier=tier, peak_qps=model.peak_qps, placement=best, min_replicas=low,
                 max_replicas=high, replicas_source=source,
+                cold_start=coldstart.budget(Cloud(region.cloud), weights_gb,
+                                            nvme_cache=nvme_gb >= weights_gb),
             ))
     return plans
 

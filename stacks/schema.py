@@ -151,8 +151,12 @@ class TenantSpec(_Spec):
 
 
 class RegistriesSpec(_Spec):
-    """Container images mirrored into every region and the weights store's retention."""
+    """Container images mirrored into every region and the weights store's retention.
 
+    `name_prefix` starts every bucket and registry name; bucket names are global on every cloud,
+    so give each organisation its own."""
+
+    name_prefix: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{2,11}$")] = "rtip"
     images: list[Name] = Field(default_factory=lambda: ["vllm-openai", "vllm-rocm"])
     weights_versions_kept: int = Field(default=3, ge=1)
 

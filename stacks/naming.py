@@ -1,0 +1,45 @@
+"""Names the program and the tools must agree on: clusters, weights buckets, their object keys."""
+
+from __future__ import annotations
+
+from stacks.schema import RegionSpec, StackSpec
+
+MODELS_PREFIX = "models"
+
+
+def cluster_name(spec: StackSpec, region: str) -> str:
+    return f"rtip-{spec.environment}-{region}"
+
+
+def weights_bucket(spec: StackSpec, region: RegionSpec) -> str:
+    """The weights store of one region (S3 bucket, GCS bucket, or storage account container)."""
+    return f"{spec.registries.name_prefix}-{spec.environment}-weights-{region.region}"
+
+
+def weights_regions(spec: StackSpec, cloud: str) -> list[RegionSpec]:
+    """The regions of one cloud in stack order; the first is where models are published and
+    replication starts."""
+    return [r for r in spec.regions if r.cloud == cloud]
+
+
+def model_prefix(model: str) -> str:
+    return f"{MODELS_PREFIX}/{model}"
+
+
+def source_uri(spec: StackSpec, region: RegionSpec, model: str) -> str:
+    """Where a cluster in `region` reads the model's current version from: its own region's copy."""
+    scheme = {"aws": "s3", "gcp": "gs", "azure": "https"}[region.cloud]
+    bucket = weights_bucket(spec, region)
+    if region.cloud == "azure":
+        return f"https://{storage_account(spec, region)}.blob.core.windows.net/weights/{model_prefix(model)}"
+    return f"{scheme}://{bucket}/{model_prefix(model)}"
+
+
+def storage_account(spec: StackSpec, region: RegionSpec) -> str:
+    """Azure storage account names: 3-24 lowercase letters and digits, globally unique."""
+    raw = f"{spec.registries.name_prefix}{spec.environment}w{region.region}"
+    return "".join(c for c in raw.lower() if c.isalnum())[:24]
+
+
+__all__ = ["MODELS_PREFIX", "cluster_name", "model_prefix", "source_uri", "storage_account",
+           "weights_bucket", "weights_regions"]
