@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import runpy
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,12 +126,17 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(_NoCalls())
         self.records: dict[str, Resource] = {}
         self.duplicates: list[str] = []
+        # The SDK calls RegisterResource from executor threads; the duplicate check and the
+        # insert must be one step or two registrations of one URN can both pass.
+        self._lock = threading.Lock()
         self.default_providers: list[str] = []
 
     def RegisterResource(self, request: Any) -> Any:
         urn = self.make_urn(request.parent, request.type, request.name)
-        if urn in self.records or (request.type == STACK_TYPE and urn in self.resources):
-            self.duplicates.append(urn)
+        with self._lock:
+            if urn in self.resources:
+                self.duplicates.append(urn)
+            self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, "", {})
         pulumi_mocks._ensure_event_loop()
         raw = rpc.deserialize_properties(request.object)
         secrets: list[str] = []
