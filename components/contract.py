@@ -60,6 +60,20 @@ class ClusterFacts:
         return next((p for p in self.pools if p.name == name), None)
 
 
+@dataclass(frozen=True)
+class RegionStore:
+    """A region's copy of the stack's registries: where its cluster pulls images and weights."""
+
+    cloud: Cloud
+    region: str
+    image_registry: pulumi.Output[str]  # e.g. <acct>.dkr.ecr.<region>.amazonaws.com/rtip
+    weights_uri: str  # the bucket root the model pods read: s3://, gs:// or https:// (Blob)
+    weights_bucket: pulumi.Output[str]  # the bucket (AWS/GCP) or storage account ID (Azure)
+    # AWS: the bucket ARN; GCP: the bucket name; Azure: the container's resource ID.
+    weights_scope: pulumi.Output[str]
+    weights_key: pulumi.Output[str] | None = None  # the customer key encrypting it (prod)
+
+
 def cluster_props(cloud: Cloud, region: str, zones: list[str], kubernetes_version: str) -> dict[str, object]:
     """The plain facts a cluster component registers as its inputs, so a plan can read them."""
     return {
@@ -86,4 +100,4 @@ def pool_props(pool: PoolFacts) -> dict[str, object]:
     }
 
 
-__all__ = ["ClusterFacts", "PoolFacts", "Taint", "cluster_props", "pool_props"]
+__all__ = ["ClusterFacts", "PoolFacts", "RegionStore", "Taint", "cluster_props", "pool_props"]

@@ -23,6 +23,13 @@ NVME_PATH: dict[Cloud, str] = {
 
 # Every GPU node repels pods that do not ask for its GPUs (FACTS.md section 4).
 GPU_TAINT_KEY: dict[Vendor, str] = {Vendor.NVIDIA: "nvidia.com/gpu", Vendor.AMD: "amd.com/gpu"}
+# The taint's value per cloud. GKE taints GPU nodes `nvidia.com/gpu=present:NoSchedule` itself
+# and rejects a pool that also declares that key and effect with another value ("Found more than
+# one taint with key nvidia.com/gpu and effect NO_SCHEDULE", hashicorp/terraform-provider-google
+# #7928), so GKE pools declare GKE's own taint: the record then matches the node, and the taint
+# holds even where GKE skips it (a GPU pool created while the cluster has no CPU pool,
+# terraform-google-modules/terraform-google-kubernetes-engine#703).
+GPU_TAINT_VALUE: dict[Cloud, str] = {Cloud.AWS: "true", Cloud.GCP: "present", Cloud.AZURE: "true"}
 
 
 def config_key(pool: GpuPoolSpec) -> str:
@@ -67,7 +74,7 @@ def pool_facts(cloud: Cloud, pool: GpuPoolSpec, region_zones: list[str]) -> Pool
         zones=tuple(pool.zones or region_zones),
         sharing=sharing_label(pool),
         labels=node_labels(cloud, pool),
-        taints=(Taint(GPU_TAINT_KEY[gpu.vendor], "true"),),
+        taints=(Taint(GPU_TAINT_KEY[gpu.vendor], GPU_TAINT_VALUE[cloud]),),
         nvme_path=NVME_PATH[cloud] if shape.local_nvme_gb else None,
     )
 
@@ -80,4 +87,5 @@ class GpuPool(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-__all__ = ["GPU_TAINT_KEY", "LABEL_PREFIX", "NVME_PATH", "GpuPool", "config_key", "node_labels", "pool_facts"]
+__all__ = ["GPU_TAINT_KEY", "GPU_TAINT_VALUE", "LABEL_PREFIX", "NVME_PATH", "GpuPool", "config_key",
+           "node_labels", "pool_facts"]

@@ -9,9 +9,13 @@ from typing import Any
 import pulumi
 
 from components.aws import AwsCluster, aws_provider
-from components.contract import ClusterFacts
-from components.namespaces import ClusterNamespaces
+from components.azure import AzureCluster, azure_provider
+from components.contract import ClusterFacts, RegionStore
+from components.gcp import GcpCluster, gcp_provider
+from components.namespaces import MODELS_NAMESPACE, ClusterNamespaces
+from components.stores import STORES
 from serving.hardware import Cloud
+from stacks.naming import cluster_name
 from stacks.schema import StackSpec
 
 
@@ -31,11 +35,9 @@ class CloudBuilder:
 # planned, listed as unbuilt, and warned about, never skipped silently.
 CLUSTERS: dict[Cloud, CloudBuilder] = {
     Cloud.AWS: CloudBuilder(aws_provider, AwsCluster),
+    Cloud.GCP: CloudBuilder(gcp_provider, GcpCluster),
+    Cloud.AZURE: CloudBuilder(azure_provider, AzureCluster),
 }
-
-
-def cluster_name(spec: StackSpec, region: str) -> str:
-    return f"rtip-{spec.environment}-{region}"
 
 
 def stack_labels(spec: StackSpec, cluster: str) -> dict[str, str]:
@@ -49,29 +51,54 @@ class Platform(pulumi.ComponentResource):
     unbuilt: list[str]
 
     def __init__(self, name: str, spec: StackSpec, opts: pulumi.ResourceOptions | None = None) -> None:
-        self.unbuilt = [f"{r.cloud}/{r.region}" for r in spec.regions if Cloud(r.cloud) not in CLUSTERS]
+        built = [r for r in spec.regions if Cloud(r.cloud) in CLUSTERS]
+        self.unbuilt = [f"{r.cloud}/{r.region}" for r in spec.regions if r not in built]
         super().__init__("rtip:platform:Platform", name, {
             "environment": spec.environment,
             "regions": [f"{r.cloud}/{r.region}" for r in spec.regions],
             "unbuiltRegions": self.unbuilt,
         }, opts)
-        self.clusters = []
         for region in spec.regions:
-            cname = cluster_name(spec, region.region)
-            builder = CLUSTERS.get(Cloud(region.cloud))
-            if builder is None:
+            if region not in built:
                 pulumi.log.warn(
                     f"region {region.cloud}/{region.region} is validated and planned but not built: "
                     f"the {region.cloud} cluster component is not implemented yet", self,
                 )
+        providers = {
+            r.region: CLUSTERS[Cloud(r.cloud)].provider(
+                f"{r.cloud}-{r.region}", r, stack_labels(spec, cluster_name(spec, r.region)),
+                pulumi.ResourceOptions(parent=self))
+            for r in built
+        }
+        # Registries first: every cluster pulls images and weights from its own region's copy.
+        stores: dict[str, RegionStore] = {}
+        for cloud in dict.fromkeys(Cloud(r.cloud) for r in built):
+            regions = [r for r in built if r.cloud == cloud]
+            builder = STORES.get(cloud)
+            if builder is None:
+                pulumi.log.warn(f"{cloud} registries are not built yet: regions "
+                                f"{', '.join(r.region for r in regions)} have no weights store", self)
                 continue
-            provider = builder.provider(f"{region.cloud}-{region.region}", region,
-                                        stack_labels(spec, cname), pulumi.ResourceOptions(parent=self))
-            cluster = builder.cluster(cname, region, spec.kubernetes_version, spec.is_prod, provider,
-                                      opts=pulumi.ResourceOptions(parent=self))
-            ClusterNamespaces(f"{cname}-ns", cluster.facts, opts=pulumi.ResourceOptions(parent=cluster))
+            registries = builder.registries(f"{name}-{cloud}", spec, regions,
+                                            {r.region: providers[r.region] for r in regions},
+                                            opts=pulumi.ResourceOptions(parent=self))
+            stores.update(registries.stores)
+        self.clusters = []
+        for region in built:
+            cname = cluster_name(spec, region.region)
+            provider = providers[region.region]
+            cluster = CLUSTERS[Cloud(region.cloud)].cluster(
+                cname, region, spec.kubernetes_version, spec.is_prod, provider,
+                opts=pulumi.ResourceOptions(parent=self))
+            namespaces = ClusterNamespaces(f"{cname}-ns", cluster.facts,
+                                           opts=pulumi.ResourceOptions(parent=cluster))
+            if region.region in stores:
+                STORES[Cloud(region.cloud)].identity(
+                    f"{cname}-models", cluster.facts, stores[region.region], provider,
+                    [namespaces.namespaces[MODELS_NAMESPACE]], opts=pulumi.ResourceOptions(parent=cluster))
             self.clusters.append(cluster.facts)
+        self.stores = stores
         self.register_outputs({})
 
 
-__all__ = ["CLUSTERS", "CloudBuilder", "Platform", "cluster_name", "stack_labels"]
+__all__ = ["CLUSTERS", "CloudBuilder", "Platform", "stack_labels"]

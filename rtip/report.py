@@ -58,6 +58,7 @@ def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
                      "source": plan.replicas_source},
         "cost_per_replica_hour": p.cost_per_replica_hour,
         "cold_start_s": plan.cold_start.to_json(),
+        "source_uri": plan.source_uri,
     }
 
 

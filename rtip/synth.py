@@ -26,9 +26,13 @@ def _uuid(urn: str) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:32]}"
 
 
-def _physical_name(name: str, inputs: dict[str, Any], urn: str) -> str:
+# Resources whose cloud-side name is not the `name` input.
+NAME_KEYS = {"aws:s3/bucket:Bucket": "bucket"}
+
+
+def _physical_name(type_: str, name: str, inputs: dict[str, Any], urn: str) -> str:
     """Pulumi auto-names resources `<logical name>-<7 random hex>` unless a name is given."""
-    given = inputs.get("name")
+    given = inputs.get(NAME_KEYS.get(type_, "name"))
     return given if isinstance(given, str) else f"{name}-{digest(urn, 7)}"
 
 
@@ -97,6 +101,14 @@ AWS: dict[str, Synthesizer] = {
     "aws:eks/cluster:Cluster": _aws("", _eks_cluster),
     "aws:eks/nodeGroup:NodeGroup": _aws("", lambda a: {
         "arn": _aws_arn("eks", a.region, f"nodegroup/{a.physical}/{_uuid(a.urn)}"), "status": "ACTIVE"}),
+    "aws:s3/bucket:Bucket": _aws("", lambda a: {
+        "arn": f"arn:aws:s3:::{a.physical}", "bucket": a.physical,
+        "bucketRegionalDomainName": f"{a.physical}.s3.{a.region}.amazonaws.com"}),
+    "aws:ecr/repository:Repository": _aws("", lambda a: {
+        "arn": _aws_arn("ecr", a.region, f"repository/{a.physical}"), "registryId": ACCOUNT_ID,
+        "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{a.region}.amazonaws.com/{a.physical}"}),
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": _aws("a-", lambda a: {
+        "associationArn": _aws_arn("eks", a.region, f"podidentityassociation/{_uuid(a.urn)}")}),
     "aws:eks/addon:Addon": _aws("", lambda a: {
         "arn": _aws_arn("eks", a.region, f"addon/{a.inputs.get('addonName')}/{_uuid(a.urn)}")}),
 }
@@ -111,7 +123,7 @@ def _tables() -> dict[str, Synthesizer]:
 def outputs(type_: str, name: str, urn: str, inputs: dict[str, Any],
             region: str | None) -> tuple[str, dict[str, Any]]:
     """(id, state) for a resource as a real engine would report them after creation."""
-    physical = _physical_name(name, inputs, urn)
+    physical = _physical_name(type_, name, inputs, urn)
     state = dict(inputs)
     if type_.startswith("pulumi:providers:"):
         return _uuid(urn), state

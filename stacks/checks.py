@@ -6,6 +6,7 @@ resource is registered.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from itertools import combinations
 
 from serving import mig
 from serving.geo import ZONES, zones_of
-from serving.hardware import MACHINES, Cloud, GpuModel, GpuSpec, Vendor, machine
+from serving.hardware import MACHINES, Cloud, GpuModel, GpuSpec, MigProfile, Vendor, machine
 from serving.models import CATALOG, Quantization
 from serving.placement import candidates
 from serving.tiers import TIERS, Tier
@@ -52,6 +53,7 @@ def check(spec: StackSpec) -> list[Problem]:
         *_check_regions(spec),
         *_check_models(spec),
         *_check_tenants(spec),
+        *_check_aks_pools(spec),
     ]
 
 
@@ -262,4 +264,72 @@ def _check_tenants(spec: StackSpec) -> Iterator[Problem]:
                               f"expected one of: {_choices(models | {'*'})}")
 
 
-__all__ = ["Problem", "check"]
+# --- AKS agent pools ---------------------------------------------------------------------------
+# AKS names a Linux agent pool with 1-12 lowercase letters and digits, starting with a letter
+# (learn.microsoft.com/azure/aks/use-system-pools, "Limitations"). Pool names are identities, so
+# the agent pool name is derived from the pool name without truncation: a name that does not fit
+# is rejected here rather than silently shortened (a later shortening rule would be a replacement).
+AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+AKS_POOL_NAME_MAX = 12
+# The cluster's own System-mode pool; a GPU pool deriving the same name would collide with it.
+AKS_SYSTEM_POOL = "system"
+
+
+def aks_pool_name(pool_name: str) -> str:
+    """The AKS agent pool name of a stack pool: its name without hyphens (`h100-mig` -> `h100mig`)."""
+    return re.sub(r"[^a-z0-9]", "", pool_name.lower())
+
+
+def aks_mig_profile(gpu: GpuSpec, sharing: MigSharing) -> MigProfile | None:
+    """The one MIG profile of an AKS pool, or None when the layout is not a single AKS profile.
+
+    AKS `gpuInstanceProfile` names only the compute size (MIG1g..MIG7g) and gets the smallest
+    memory profile of that size (1g.10gb, not 1g.20gb, on an 80 GB GPU), so a double-memory 1g
+    profile has no AKS spelling.
+    """
+    used = [p for p, n in mig.resolve(gpu, sharing.layout, sharing.profiles).items() if n]
+    if len(used) != 1:
+        return None
+    profile = gpu.mig_profile(used[0])
+    if profile is None:
+        return None
+    smallest = min(p.memory_slices for p in gpu.mig_profiles
+                   if p.compute_slices == profile.compute_slices)
+    return profile if profile.memory_slices == smallest else None
+
+
+def _check_aks_pools(spec: StackSpec) -> Iterator[Problem]:
+    for i, region in enumerate(spec.regions):
+        if Cloud(region.cloud) is not Cloud.AZURE:
+            continue
+        derived = Counter(aks_pool_name(p.name) for p in region.gpu_pools)
+        for j, pool in enumerate(region.gpu_pools):
+            at = f"regions[{i}].gpu_pools[{j}]"
+            name = aks_pool_name(pool.name)
+            if not AKS_POOL_NAME.match(name):
+                yield Problem(f"{at}.name", f"pool {pool.name!r} becomes AKS agent pool {name!r}, "
+                              f"which is not 1-{AKS_POOL_NAME_MAX} lowercase letters and digits "
+                              "starting with a letter; use a shorter pool name")
+            elif name == AKS_SYSTEM_POOL:
+                yield Problem(f"{at}.name", f"pool {pool.name!r} becomes AKS agent pool {name!r}, "
+                              "the name of the cluster's system pool; rename the pool")
+            elif derived[name] > 1:
+                others = [p.name for p in region.gpu_pools if aks_pool_name(p.name) == name]
+                yield Problem(f"{at}.name", f"pools {', '.join(repr(o) for o in others)} all become "
+                              f"AKS agent pool {name!r} (hyphens are dropped); rename one of them")
+            s = pool.sharing
+            shape = machine(Cloud.AZURE, pool.machine_type)
+            if not isinstance(s, MigSharing) or shape is None or not shape.gpu_spec.mig_capable:
+                continue  # _check_pool reports an unknown machine or a GPU without MIG
+            gpu = shape.gpu_spec
+            if list(_mig_problems(at, gpu, s)):
+                continue  # the layout's own problems come first
+            used = [p for p, n in mig.resolve(gpu, s.layout, s.profiles).items() if n]
+            if len(used) == 1 and aks_mig_profile(gpu, s) is None:
+                smallest = next(p.name for p in gpu.mig_profiles if p.compute_slices == 1)
+                yield Problem(f"{at}.sharing", f"AKS gpu_instance_profile cannot select {used[0]} on "
+                              f"{gpu.model}: it gets the smallest-memory profile of each compute "
+                              f"size (MIG1g is {smallest}); use one of those or another cloud")
+
+
+__all__ = ["AKS_POOL_NAME", "Problem", "aks_mig_profile", "aks_pool_name", "check"]

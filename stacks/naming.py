@@ -26,13 +26,20 @@ def model_prefix(model: str) -> str:
     return f"{MODELS_PREFIX}/{model}"
 
 
-def source_uri(spec: StackSpec, region: RegionSpec, model: str) -> str:
-    """Where a cluster in `region` reads the model's current version from: its own region's copy."""
-    scheme = {"aws": "s3", "gcp": "gs", "azure": "https"}[region.cloud]
-    bucket = weights_bucket(spec, region)
+WEIGHTS_CONTAINER = "weights"  # the Blob container inside an Azure weights storage account
+
+
+def weights_root(spec: StackSpec, region: RegionSpec) -> str:
+    """The root of a region's weights store as model servers address it."""
     if region.cloud == "azure":
-        return f"https://{storage_account(spec, region)}.blob.core.windows.net/weights/{model_prefix(model)}"
-    return f"{scheme}://{bucket}/{model_prefix(model)}"
+        return f"https://{storage_account(spec, region)}.blob.core.windows.net/{WEIGHTS_CONTAINER}"
+    scheme = "s3" if region.cloud == "aws" else "gs"
+    return f"{scheme}://{weights_bucket(spec, region)}"
+
+
+def source_uri(spec: StackSpec, region: RegionSpec, model: str) -> str:
+    """Where a cluster in `region` reads the model from: its own region's copy."""
+    return f"{weights_root(spec, region)}/{model_prefix(model)}"
 
 
 def storage_account(spec: StackSpec, region: RegionSpec) -> str:
@@ -41,5 +48,14 @@ def storage_account(spec: StackSpec, region: RegionSpec) -> str:
     return "".join(c for c in raw.lower() if c.isalnum())[:24]
 
 
-__all__ = ["MODELS_PREFIX", "cluster_name", "model_prefix", "source_uri", "storage_account",
-           "weights_bucket", "weights_regions"]
+__all__ = [
+    "MODELS_PREFIX",
+    "WEIGHTS_CONTAINER",
+    "cluster_name",
+    "model_prefix",
+    "source_uri",
+    "storage_account",
+    "weights_bucket",
+    "weights_regions",
+    "weights_root",
+]

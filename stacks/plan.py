@@ -11,6 +11,7 @@ from serving.models import CATALOG
 from serving.placement import Placement, PoolOption, candidates
 from serving.tiers import TIERS, Tier
 from stacks import pools
+from stacks.naming import source_uri
 from stacks.schema import GpuPoolSpec, ModelSpec, RegionSpec, StackSpec, TimeSlicing
 
 
@@ -27,6 +28,7 @@ class ModelRegionPlan:
     max_replicas: int
     replicas_source: str  # "spec" or the rule that set them
     cold_start: ColdStart
+    source_uri: str  # the model in this region's own weights store
 
     @property
     def cost_per_hour_at_min(self) -> float:
@@ -96,6 +98,7 @@ def plan_models(spec: StackSpec) -> list[ModelRegionPlan]:
                 max_replicas=high, replicas_source=source,
                 cold_start=coldstart.budget(Cloud(region.cloud), weights_gb,
                                             nvme_cache=nvme_gb >= weights_gb),
+                source_uri=model.source_uri or source_uri(spec, region, model.name),
             ))
     return plans
 

@@ -1,0 +1,208 @@
+"""AWS registries: ECR repositories replicated into every AWS region of the stack, and one S3
+weights bucket per region, versioned on both sides, replicated from the first region.
+
+The first AWS region of the stack is the source: images are pushed and models published there,
+and AWS copies them on (ECR replication; S3 replication with Replication Time Control in prod,
+which commits to 99.99% of objects within 15 minutes).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from components.contract import RegionStore
+from serving.hardware import Cloud
+from stacks.naming import MODELS_PREFIX, weights_bucket, weights_root
+from stacks.schema import RegionSpec, StackSpec
+
+RTC_MINUTES = 15  # the only value S3 Replication Time Control accepts
+
+
+def _key(name: str, purpose: str, opts: pulumi.ResourceOptions) -> aws.kms.Key:
+    return aws.kms.Key(name, aws.kms.KeyArgs(description=purpose, enable_key_rotation=True,
+                                             deletion_window_in_days=30), opts=opts)
+
+
+class AwsRegistries(pulumi.ComponentResource):
+    stores: dict[str, RegionStore]
+
+    def __init__(self, name: str, spec: StackSpec, regions: list[RegionSpec],
+                 providers: dict[str, pulumi.ProviderResource],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("rtip:aws:Registries", name, {
+            "regions": [r.region for r in regions], "source": regions[0].region}, opts)
+        prod = spec.is_prod
+        primary = regions[0]
+        popts = pulumi.ResourceOptions(parent=self, provider=providers[primary.region])
+        prefix = spec.registries.name_prefix
+
+        ecr_key = _key(f"{name}-ecr", "ECR image encryption", popts) if prod else None
+        repos = []
+        for image in spec.registries.images:
+            repo = aws.ecr.Repository(f"{name}-{image}", aws.ecr.RepositoryArgs(
+                name=f"{prefix}/{image}",
+                # Tags are the pinning mechanism of the runtimes: a tag must never move.
+                image_tag_mutability="IMMUTABLE",
+                image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(
+                    scan_on_push=True),
+                encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(
+                    encryption_type="KMS", kms_key=ecr_key.arn) if ecr_key else
+                    aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")],
+            ), opts=popts)
+            aws.ecr.LifecyclePolicy(f"{name}-{image}", aws.ecr.LifecyclePolicyArgs(
+                repository=repo.name,
+                policy=json.dumps({"rules": [{
+                    "rulePriority": 1, "description": "drop untagged layers after a week",
+                    "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed",
+                                  "countUnit": "days", "countNumber": 7},
+                    "action": {"type": "expire"}}]}),
+            ), opts=popts)
+            repos.append(repo)
+        registry_id = repos[0].registry_id if repos else pulumi.Output.from_input("")
+        if len(regions) > 1 and repos:
+            aws.ecr.ReplicationConfiguration(f"{name}-ecr-replication",
+                aws.ecr.ReplicationConfigurationArgs(
+                    replication_configuration=aws.ecr.ReplicationConfigurationReplicationConfigurationArgs(
+                        rules=[aws.ecr.ReplicationConfigurationReplicationConfigurationRuleArgs(
+                            destinations=[
+                                aws.ecr.ReplicationConfigurationReplicationConfigurationRuleDestinationArgs(
+                                    region=r.region, registry_id=registry_id)
+                                for r in regions[1:]],
+                            repository_filters=[
+                                aws.ecr.ReplicationConfigurationReplicationConfigurationRuleRepositoryFilterArgs(
+                                    filter=f"{prefix}/", filter_type="PREFIX_MATCH")],
+                        )])),
+                opts=popts)
+
+        self.stores = {}
+        buckets: dict[str, aws.s3.Bucket] = {}
+        keys: dict[str, aws.kms.Key | None] = {}
+        versioned: list[pulumi.Resource] = []
+        for region in regions:
+            ropts = pulumi.ResourceOptions(parent=self, provider=providers[region.region])
+            rname = f"{name}-{region.region}"
+            key = _key(f"{rname}-weights", f"model weights in {region.region}", ropts) if prod else None
+            bucket = aws.s3.Bucket(f"{rname}-weights", aws.s3.BucketArgs(
+                bucket=weights_bucket(spec, region), force_destroy=False), opts=ropts)
+            versioned.append(aws.s3.BucketVersioning(f"{rname}-weights", aws.s3.BucketVersioningInitArgs(
+                bucket=bucket.id,
+                versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(
+                    status="Enabled")), opts=ropts))
+            aws.s3.BucketPublicAccessBlock(f"{rname}-weights", aws.s3.BucketPublicAccessBlockArgs(
+                bucket=bucket.id, block_public_acls=True, block_public_policy=True,
+                ignore_public_acls=True, restrict_public_buckets=True), opts=ropts)
+            aws.s3.BucketOwnershipControls(f"{rname}-weights", aws.s3.BucketOwnershipControlsArgs(
+                bucket=bucket.id, rule=aws.s3.BucketOwnershipControlsRuleArgs(
+                    object_ownership="BucketOwnerEnforced")), opts=ropts)
+            aws.s3.BucketServerSideEncryptionConfiguration(
+                f"{rname}-weights", aws.s3.BucketServerSideEncryptionConfigurationInitArgs(
+                    bucket=bucket.id,
+                    rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                        apply_server_side_encryption_by_default=
+                        aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                            sse_algorithm="aws:kms" if key else "AES256",
+                            kms_master_key_id=key.arn if key else None),
+                        bucket_key_enabled=bool(key))]), opts=ropts)
+            # Superseded weights stay for rollback, but only the newest few versions of each file.
+            aws.s3.BucketLifecycleConfiguration(f"{rname}-weights", aws.s3.BucketLifecycleConfigurationArgs(
+                bucket=bucket.id,
+                rules=[aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="keep-recent-versions", status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=f"{MODELS_PREFIX}/"),
+                    noncurrent_version_expiration=
+                    aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                        noncurrent_days=30,
+                        newer_noncurrent_versions=spec.registries.weights_versions_kept),
+                    abort_incomplete_multipart_upload=
+                    aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                        days_after_initiation=2),
+                )]), opts=ropts)
+            buckets[region.region], keys[region.region] = bucket, key
+            self.stores[region.region] = RegionStore(
+                cloud=Cloud.AWS, region=region.region,
+                image_registry=registry_id.apply(
+                    lambda acct, r=region.region: f"{acct}.dkr.ecr.{r}.amazonaws.com/{prefix}"),
+                weights_uri=weights_root(spec, region),
+                weights_bucket=bucket.id, weights_scope=bucket.arn,
+                weights_key=key.arn if key else None,
+            )
+        if len(regions) > 1:
+            self._replication(name, regions, buckets, keys, versioned, prod, popts)
+        self.register_outputs({})
+
+    def _replication(self, name: str, regions: list[RegionSpec], buckets: dict[str, aws.s3.Bucket],
+                     keys: dict[str, aws.kms.Key | None], versioned: list[pulumi.Resource], prod: bool,
+                     popts: pulumi.ResourceOptions) -> None:
+        source = regions[0].region
+        role = aws.iam.Role(f"{name}-s3-replication", aws.iam.RoleArgs(assume_role_policy=json.dumps({
+            "Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"Service": "s3.amazonaws.com"},
+                "Action": "sts:AssumeRole"}]})), opts=popts)
+        targets = [buckets[r.region] for r in regions[1:]]
+        src_key = keys[source]
+        dst_keys = [k for r in regions[1:] if (k := keys[r.region]) is not None]
+
+        def policy(args: list[str]) -> str:
+            src_arn, *rest = args
+            dst_arns = rest[:len(targets)]
+            kms = rest[len(targets):]
+            statements = [
+                {"Effect": "Allow", "Action": ["s3:GetReplicationConfiguration", "s3:ListBucket"],
+                 "Resource": [src_arn]},
+                {"Effect": "Allow", "Action": ["s3:GetObjectVersionForReplication",
+                                               "s3:GetObjectVersionAcl", "s3:GetObjectVersionTagging"],
+                 "Resource": [f"{src_arn}/*"]},
+                {"Effect": "Allow", "Action": ["s3:ReplicateObject", "s3:ReplicateDelete",
+                                               "s3:ReplicateTags"],
+                 "Resource": [f"{d}/*" for d in dst_arns]},
+            ]
+            if kms:
+                statements += [
+                    {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [kms[0]]},
+                    {"Effect": "Allow", "Action": ["kms:Encrypt"], "Resource": kms[1:]},
+                ]
+            return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+        kms_arns = [src_key.arn, *(k.arn for k in dst_keys)] if src_key else []
+        grant = aws.iam.RolePolicy(f"{name}-s3-replication", aws.iam.RolePolicyArgs(
+            role=role.id,
+            policy=pulumi.Output.all(buckets[source].arn, *(t.arn for t in targets), *kms_arns)
+            .apply(policy)), opts=popts)
+        rules = []
+        for i, (region, target) in enumerate(zip(regions[1:], targets, strict=True)):
+            key = keys[region.region]
+            rules.append(aws.s3.BucketReplicationConfigRuleArgs(
+                id=f"to-{region.region}", priority=i + 1, status="Enabled",
+                filter=aws.s3.BucketReplicationConfigRuleFilterArgs(prefix=f"{MODELS_PREFIX}/"),
+                delete_marker_replication=aws.s3.BucketReplicationConfigRuleDeleteMarkerReplicationArgs(
+                    status="Enabled"),
+                source_selection_criteria=aws.s3.BucketReplicationConfigRuleSourceSelectionCriteriaArgs(
+                    sse_kms_encrypted_objects=
+                    aws.s3.BucketReplicationConfigRuleSourceSelectionCriteriaSseKmsEncryptedObjectsArgs(
+                        status="Enabled")) if key else None,
+                destination=aws.s3.BucketReplicationConfigRuleDestinationArgs(
+                    bucket=target.arn, storage_class="STANDARD",
+                    encryption_configuration=
+                    aws.s3.BucketReplicationConfigRuleDestinationEncryptionConfigurationArgs(
+                        replica_kms_key_id=key.arn) if key else None,
+                    replication_time=aws.s3.BucketReplicationConfigRuleDestinationReplicationTimeArgs(
+                        status="Enabled",
+                        time=aws.s3.BucketReplicationConfigRuleDestinationReplicationTimeTimeArgs(
+                            minutes=RTC_MINUTES)) if prod else None,
+                    metrics=aws.s3.BucketReplicationConfigRuleDestinationMetricsArgs(
+                        status="Enabled",
+                        event_threshold=aws.s3.BucketReplicationConfigRuleDestinationMetricsEventThresholdArgs(
+                            minutes=RTC_MINUTES)) if prod else None,
+                ),
+            ))
+        aws.s3.BucketReplicationConfig(f"{name}-s3-replication", aws.s3.BucketReplicationConfigArgs(
+            bucket=buckets[source].id, role=role.arn, rules=rules),
+            # Replication needs versioning on both sides first.
+            opts=pulumi.ResourceOptions.merge(popts, pulumi.ResourceOptions(
+                depends_on=[*versioned, grant])))
+
+
+__all__ = ["AwsRegistries"]

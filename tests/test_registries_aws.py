@@ -1,0 +1,133 @@
+"""AWS registries and model-pod identity, from the offline record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stacks.naming import weights_bucket
+from stacks.schema import AwsRegion
+from tests.conftest import record_of, spec_of
+
+
+def region_of(record, res) -> str:
+    return record.get(res.provider).inputs["region"]
+
+
+def aws_regions(stack):
+    return [r for r in spec_of(stack).regions if isinstance(r, AwsRegion)]
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_ecr_repositories_in_the_source_region(stack) -> None:
+    record = record_of(stack)
+    spec = spec_of(stack)
+    repos = record.by_type("aws:ecr/repository:Repository")
+    assert sorted(r.inputs["name"] for r in repos) == sorted(
+        f"{spec.registries.name_prefix}/{i}" for i in spec.registries.images)
+    source = aws_regions(stack)[0].region
+    for repo in repos:
+        assert region_of(record, repo) == source
+        assert repo.inputs["imageTagMutability"] == "IMMUTABLE"
+        assert repo.inputs["imageScanningConfiguration"]["scanOnPush"] is True
+        enc = repo.inputs["encryptionConfigurations"][0]
+        assert enc["encryptionType"] == ("KMS" if spec.is_prod else "AES256")
+
+
+def test_ecr_replicates_into_every_other_aws_region() -> None:
+    record = record_of("prod")
+    (config,) = record.by_type("aws:ecr/replicationConfiguration:ReplicationConfiguration")
+    (rule,) = config.inputs["replicationConfiguration"]["rules"]
+    assert sorted(d["region"] for d in rule["destinations"]) == [r.region for r in aws_regions("prod")[1:]]
+    assert rule["repositoryFilters"] == [{"filter": "rtip/", "filterType": "PREFIX_MATCH"}]
+    assert not record_of("staging").by_type("aws:ecr/replicationConfiguration:ReplicationConfiguration")
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_a_versioned_private_weights_bucket_per_region(stack) -> None:
+    record = record_of(stack)
+    spec = spec_of(stack)
+    buckets = {region_of(record, b): b for b in record.by_type("aws:s3/bucket:Bucket")}
+    assert {r.region: weights_bucket(spec, r) for r in aws_regions(stack)} == \
+        {k: b.inputs["bucket"] for k, b in buckets.items()}
+    for kind in ("bucketVersioning:BucketVersioning", "bucketPublicAccessBlock:BucketPublicAccessBlock",
+                 "bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"):
+        per_region = {region_of(record, r): r for r in record.by_type(f"aws:s3/{kind}")}
+        assert set(per_region) == set(buckets), kind
+    for v in record.by_type("aws:s3/bucketVersioning:BucketVersioning"):
+        assert v.inputs["versioningConfiguration"]["status"] == "Enabled"
+    for sse in record.by_type("aws:s3/bucketServerSideEncryptionConfiguration:"
+                              "BucketServerSideEncryptionConfiguration"):
+        rule = sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]
+        assert rule["sseAlgorithm"] == ("aws:kms" if spec.is_prod else "AES256")
+        if spec.is_prod:
+            key = next(k for k in record.by_type("aws:kms/key:Key")
+                       if k.outputs["arn"] == rule["kmsMasterKeyId"])
+            assert region_of(record, key) == region_of(record, sse)
+
+
+def test_weights_replicate_with_rtc_and_customer_keys_in_prod() -> None:
+    record = record_of("prod")
+    (config,) = record.by_type("aws:s3/bucketReplicationConfig:BucketReplicationConfig")
+    regions = aws_regions("prod")
+    buckets = {region_of(record, b): b for b in record.by_type("aws:s3/bucket:Bucket")}
+    assert config.inputs["bucket"] == buckets[regions[0].region].outputs["id"]
+    assert [r["destination"]["bucket"] for r in config.inputs["rules"]] == \
+        [buckets[r.region].outputs["arn"] for r in regions[1:]]
+    for rule in config.inputs["rules"]:
+        dest = rule["destination"]
+        assert dest["replicationTime"] == {"status": "Enabled", "time": {"minutes": 15}}
+        assert dest["encryptionConfiguration"]["replicaKmsKeyId"].startswith("arn:aws:kms:")
+        assert rule["sourceSelectionCriteria"]["sseKmsEncryptedObjects"]["status"] == "Enabled"
+    versioning = {v.urn for v in record.by_type("aws:s3/bucketVersioning:BucketVersioning")}
+    assert versioning <= set(config.dependencies)
+
+
+def policies(record):
+    for res in record.by_type("aws:iam/rolePolicy:RolePolicy"):
+        yield res, json.loads(res.inputs["policy"])
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_no_grant_uses_a_wildcard_resource(stack) -> None:
+    for res, doc in policies(record_of(stack)):
+        for statement in doc["Statement"]:
+            resources = statement["Resource"]
+            resources = [resources] if isinstance(resources, str) else resources
+            assert resources, res.urn
+            for arn in resources:
+                assert arn != "*" and arn.startswith("arn:aws:"), (res.urn, arn)
+                assert "*" not in arn.split(":::", 1)[-1].split("/", 1)[0], (res.urn, arn)
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_model_pods_read_only_their_own_regions_bucket(stack) -> None:
+    record = record_of(stack)
+    buckets = {region_of(record, b): b.outputs["arn"] for b in record.by_type("aws:s3/bucket:Bucket")}
+    identities = record.by_type("rtip:aws:ModelIdentity")
+    assert sorted(i.inputs["region"] for i in identities) == sorted(r.region for r in aws_regions(stack))
+    for identity in identities:
+        region = identity.inputs["region"]
+        (assoc,) = [a for a in record.by_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                    if a.parent == identity.urn]
+        assert assoc.inputs["clusterName"] == identity.inputs["cluster"]
+        assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("rtip-models", "model-server")
+        (grant,) = [p for p in record.by_type("aws:iam/rolePolicy:RolePolicy") if p.parent == identity.urn]
+        resources = {r for s in json.loads(grant.inputs["policy"])["Statement"] for r in s["Resource"]}
+        s3 = {r for r in resources if r.startswith("arn:aws:s3")}
+        assert s3 == {buckets[region], f"{buckets[region]}/models/*"}
+        (sa,) = [s for s in record.by_type("kubernetes:core/v1:ServiceAccount") if s.parent == identity.urn]
+        cluster = next(a for a in record.ancestors(identity) if a.type == "rtip:aws:Cluster")
+        assert record.get(sa.provider).parent == cluster.urn
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging"])
+def test_models_load_from_their_own_region(stack) -> None:
+    from rtip.report import document
+    from stacks.plan import plan_models
+    spec = spec_of(stack)
+    doc = document(spec, record_of(stack), plan_models(spec))
+    for m in doc["models"]:
+        region = next(r for r in spec.regions if r.region == m["region"])
+        assert m["source_uri"] == f"s3://{weights_bucket(spec, region)}/models/{m['name']}"
