@@ -12,7 +12,6 @@ from components.contract import ClusterFacts, cluster_props
 from components.gcp_network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from components.gcp_nodes import (
     OAUTH_SCOPES,
-    SYSTEM_POOL,
     gpu_node_pool,
     node_service_account,
     system_node_pool,
@@ -58,18 +57,6 @@ def gcp_provider(name: str, region: GcpRegion, labels: dict[str, str],
         project=region.project, region=region.region, default_labels=labels), opts=opts)
 
 
-def _check_capacity(name: str, region: GcpRegion, max_nodes: int) -> None:
-    wanted = (region.system_pool.max_nodes + _SURGE_NODES
-              + sum(p.max_nodes for p in region.gpu_pools))
-    if wanted > max_nodes:
-        raise ValueError(
-            f"{name}: network {region.network.cidr} leaves room for {max_nodes} GKE nodes "
-            f"(a /24 of the pod range each) but the pools may grow to {wanted}; use a larger "
-            "network.cidr or smaller pools")
-    if any(p.name == SYSTEM_POOL for p in region.gpu_pools):
-        raise ValueError(f"{name}: GPU pool name {SYSTEM_POOL!r} is the GKE system pool's name")
-
-
 class GcpCluster(pulumi.ComponentResource):
     facts: ClusterFacts
 
@@ -90,7 +77,6 @@ class GcpCluster(pulumi.ComponentResource):
 
         network = GcpNetwork(f"{name}-net", project, region.region, region.network.cidr,
                              provider=provider, opts=pulumi.ResourceOptions(parent=self))
-        _check_capacity(name, region, network.plan.max_nodes)
         account, grants = node_service_account(name, project, child)
 
         cidrs = [str(c) for c in region.api_access_cidrs]

@@ -18,37 +18,15 @@ zones, and Cloud NAT is a regional, zone-resilient service: unlike AWS there is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from ipaddress import IPv4Network
 
 import pulumi
 import pulumi_gcp as gcp
 
+from stacks.netplan import AddressPlan, address_plan
+
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
-# GKE reserves twice a node's max pods, rounded up to a power of two: 110 pods -> a /24.
-POD_ADDRESSES_PER_NODE = 256
-
-
-@dataclass(frozen=True)
-class AddressPlan:
-    nodes: IPv4Network
-    pods: IPv4Network
-    services: IPv4Network
-
-    @property
-    def max_nodes(self) -> int:
-        """How many nodes the pod range holds at GKE's default of 110 pods a node."""
-        return self.pods.num_addresses // POD_ADDRESSES_PER_NODE
-
-
-def address_plan(cidr: IPv4Network) -> AddressPlan:
-    pods, rest = cidr.subnets(prefixlen_diff=1)
-    nodes, tail = rest.subnets(prefixlen_diff=1)
-    services = next(tail.subnets(prefixlen_diff=2))
-    return AddressPlan(nodes=nodes, pods=pods, services=services)
-
-
 class GcpNetwork(pulumi.ComponentResource):
     network: gcp.compute.Network
     subnetwork: gcp.compute.Subnetwork

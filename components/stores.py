@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.identity_aws import AwsModelIdentity
+from components.identity_gcp import GcpModelIdentity
 from components.registries_aws import AwsRegistries
+from components.registries_gcp import GcpRegistries
 from serving.hardware import Cloud
 
 
@@ -27,6 +29,7 @@ class StoreBuilder:
 
 STORES: dict[Cloud, StoreBuilder] = {
     Cloud.AWS: StoreBuilder(AwsRegistries, AwsModelIdentity),
+    Cloud.GCP: StoreBuilder(GcpRegistries, GcpModelIdentity),
 }
 
 __all__ = ["STORES", "StoreBuilder"]

@@ -114,10 +114,14 @@ AWS: dict[str, Synthesizer] = {
 }
 
 
-def _tables() -> dict[str, Synthesizer]:
-    from rtip.synth_azure import AZURE
+# An invoke answer takes the call's arguments and returns its result.
+Invoke = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _tables() -> tuple[dict[str, Synthesizer], dict[str, Invoke]]:
+    from rtip.synth_azure import AZURE, AZURE_INVOKES
     from rtip.synth_gcp import GCP
-    return {**AWS, **GCP, **AZURE}
+    return {**AWS, **GCP, **AZURE}, {**AZURE_INVOKES}
 
 
 def outputs(type_: str, name: str, urn: str, inputs: dict[str, Any],
@@ -146,7 +150,18 @@ def outputs(type_: str, name: str, urn: str, inputs: dict[str, Any],
     return physical, {"id": physical, **state}
 
 
-_TABLES = _tables()
+_TABLES, INVOKES = _tables()
 
-__all__ = ["ACCOUNT_ID", "AWS", "AZURE_SUBSCRIPTION", "GCP_PROJECT_NUMBER", "SynthArgs", "Synthesizer",
-           "digest", "fake_ca", "outputs"]
+__all__ = [
+    "ACCOUNT_ID",
+    "AWS",
+    "AZURE_SUBSCRIPTION",
+    "GCP_PROJECT_NUMBER",
+    "INVOKES",
+    "Invoke",
+    "SynthArgs",
+    "Synthesizer",
+    "digest",
+    "fake_ca",
+    "outputs",
+]

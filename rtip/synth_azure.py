@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtip.synth import AZURE_SUBSCRIPTION, SynthArgs, Synthesizer, _uuid, digest
+from rtip.synth import AZURE_SUBSCRIPTION, Invoke, SynthArgs, Synthesizer, _uuid, digest
 
 AZURE_TENANT = "00000000-0000-4000-8000-0000000000aa"
 
@@ -99,4 +99,7 @@ AZURE: dict[str, Synthesizer] = {
     "azure-native:containerservice:AgentPool": _agent_pool,
 }
 
-__all__ = ["AZURE", "AZURE_TENANT"]
+# Invokes the Azure program may make offline (token -> answer); see rtip.synth.Invoke.
+AZURE_INVOKES: dict[str, Invoke] = {}
+
+__all__ = ["AZURE", "AZURE_INVOKES", "AZURE_TENANT"]

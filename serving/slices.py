@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from serving.hardware import MachineShape, Vendor
+from serving.hardware import Cloud, MachineShape, Vendor
 from serving.models import ModelCard, Quantization
 
 # vLLM's default --gpu-memory-utilization: the share of a slice vLLM may take for weights, KV
@@ -37,6 +37,16 @@ class Slice:
     node_price_share: float  # $/h of the node this slice accounts for
 
 
+def mig_resource(shape: MachineShape, profile: str) -> str:
+    """The extended resource a MIG instance is advertised as.
+
+    The NVIDIA device plugin's mixed strategy names each profile (`nvidia.com/mig-3g.40gb`).
+    GKE partitions a pool itself and its device plugin advertises every instance as
+    `nvidia.com/gpu`; pods pick the size by the node label
+    `cloud.google.com/gke-gpu-partition-size` (GKE "Running multi-instance GPUs")."""
+    return "nvidia.com/gpu" if shape.cloud is Cloud.GCP else f"nvidia.com/mig-{profile}"
+
+
 def node_slices(
     shape: MachineShape,
     mode: SharingMode,
@@ -56,7 +66,7 @@ def node_slices(
             assert profile is not None
             # Price each instance by its share of the GPU's compute actually used by the layout.
             share = profile.compute_slices / total_compute * shape.price_per_hour / shape.gpu_count
-            slices.append(Slice(mode, f"nvidia.com/mig-{name}", profile.memory_gb,
+            slices.append(Slice(mode, mig_resource(shape, name), profile.memory_gb,
                                 count * shape.gpu_count, share))
         return slices
     if mode is SharingMode.TIME_SLICE:
@@ -94,6 +104,7 @@ __all__ = [
     "SharingMode",
     "Slice",
     "fits",
+    "mig_resource",
     "node_slices",
     "required_memory_gb",
 ]

@@ -18,9 +18,11 @@ from serving.hardware import MACHINES, Cloud, GpuModel, GpuSpec, MigProfile, Ven
 from serving.models import CATALOG, Quantization
 from serving.placement import candidates
 from serving.tiers import TIERS, Tier
+from stacks.netplan import address_plan
 from stacks.plan import model_options, tier_of
 from stacks.schema import (
     AmdPartitioning,
+    GcpRegion,
     GpuPoolSpec,
     MigSharing,
     ModelSpec,
@@ -31,6 +33,8 @@ from stacks.schema import (
 # Clouds that partition MIG GPUs themselves, with one profile per node pool (FACTS.md section 4:
 # GKE `gpu_partition_size`, AKS `gpu_instance_profile`).
 SINGLE_PROFILE_CLOUDS = {Cloud.GCP: "GKE (gpu_partition_size)", Cloud.AZURE: "AKS (gpu_instance_profile)"}
+
+SYSTEM_POOL_NAME = "system"
 
 # Room for one subnet pair per zone: the network is split into 2 x zones subnets.
 MIN_PREFIX, MAX_PREFIX = 16, 20
@@ -85,6 +89,10 @@ def _check_regions(spec: StackSpec) -> Iterator[Problem]:
         if spec.is_prod and len(set(region.zones)) < PROD_MIN_ZONES:
             yield Problem(f"{at}.zones", f"prod needs at least {PROD_MIN_ZONES} zones per region "
                           f"(got {len(set(region.zones))}) so losing one zone still serves")
+        if spec.is_prod and isinstance(region, GcpRegion) and region.project_number is None:
+            yield Problem(f"{at}.project_number", "prod encrypts GCP registries with customer keys, "
+                          "which the project's service agents must be granted: give the project "
+                          "number (gcloud projects describe PROJECT --format='value(projectNumber)')")
         if spec.is_prod and region.api_access_cidrs:
             yield Problem(f"{at}.api_access_cidrs", "prod clusters have a private API endpoint "
                           "only; remove the list (reach the API from inside the network)")
@@ -94,7 +102,12 @@ def _check_regions(spec: StackSpec) -> Iterator[Problem]:
                           f"/{MIN_PREFIX} to /{MAX_PREFIX} to hold two subnets per zone")
         yield from _check_system_pool(at, cloud, region.system_pool)
         names = Counter(p.name for p in region.gpu_pools)
+        if isinstance(region, GcpRegion):
+            yield from _check_gke_capacity(at, region)
         for j, pool in enumerate(region.gpu_pools):
+            if pool.name == SYSTEM_POOL_NAME:
+                yield Problem(f"{at}.gpu_pools[{j}].name", f"{SYSTEM_POOL_NAME!r} names the system "
+                              "node pool of every cluster; pick another GPU pool name")
             if names[pool.name] > 1:
                 yield Problem(f"{at}.gpu_pools[{j}].name", f"pool name {pool.name!r} is used "
                               "twice in this region; pool names are identities")
@@ -104,6 +117,17 @@ def _check_regions(spec: StackSpec) -> Iterator[Problem]:
             yield Problem(f"regions[{j}].network.cidr", f"{b.network.cidr} overlaps "
                           f"regions[{i}] ({a.network.cidr}); regions must not overlap so they can "
                           "be peered")
+
+
+def _check_gke_capacity(at: str, region: GcpRegion) -> Iterator[Problem]:
+    """GKE gives each node a /24 of the pod range, so the region's CIDR caps the node count."""
+    room = address_plan(region.network.cidr).max_nodes
+    # One surge node for rolling upgrades on top of every pool at its maximum.
+    wanted = region.system_pool.max_nodes + 1 + sum(p.max_nodes for p in region.gpu_pools)
+    if wanted > room:
+        yield Problem(f"{at}.network.cidr", f"{region.network.cidr} leaves pod addresses for {room} "
+                      f"GKE nodes (a /24 each) but the pools may grow to {wanted}; use a larger "
+                      "network (smaller prefix) or lower max_nodes")
 
 
 def _check_system_pool(at: str, cloud: Cloud, system: object) -> Iterator[Problem]:

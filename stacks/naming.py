@@ -12,7 +12,12 @@ def cluster_name(spec: StackSpec, region: str) -> str:
 
 
 def weights_bucket(spec: StackSpec, region: RegionSpec) -> str:
-    """The weights store of one region (S3 bucket, GCS bucket, or storage account container)."""
+    """The weights store of one region (S3 bucket, GCS bucket, or storage account container).
+
+    GCP keeps one bucket for all its regions of a stack (regional, dual- or multi-region by how
+    many regions there are), named after the first; every GCP region reads its local copy."""
+    if region.cloud == "gcp":
+        region = weights_regions(spec, "gcp")[0]
     return f"{spec.registries.name_prefix}-{spec.environment}-weights-{region.region}"
 
 

@@ -103,6 +103,9 @@ class AwsRegion(_RegionSpec):
 class GcpRegion(_RegionSpec):
     cloud: Literal["gcp"]
     project: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
+    # The project's number names its Google service agents, which customer keys must trust;
+    # required in prod (customer-managed encryption). Not a secret: `gcloud projects describe`.
+    project_number: Annotated[str, Field(pattern=r"^[0-9]{6,20}$")] | None = None
 
 
 class AzureRegion(_RegionSpec):

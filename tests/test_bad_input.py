@@ -197,3 +197,32 @@ def test_gke_and_aks_pools_take_one_mig_profile(tmp_path, capsys, region) -> Non
     err = plan_fails(capsys, write_stack(tmp_path, doc))
     assert f"rtip:platform.regions[{region}].gpu_pools[0].sharing: " in err
     assert "one MIG profile" in err
+
+
+@pytest.mark.parametrize(("region", "pool", "change", "where", "words"), [
+    (2, 0, {"machine_type": "p5.48xlarge"}, "regions[2].gpu_pools[0].machine_type",
+     "'p5.48xlarge' is not a GPU machine type of gcp"),
+    (3, 1, {"sharing": {"mode": "mig", "layout": "all-1g.10gb"}}, "regions[3].gpu_pools[1].sharing.mode",
+     "MI300X (Standard_ND96isr_MI300X_v5) has no MIG"),
+    (0, 0, {"machine_type": "g6e.12xlarge", "sharing": {"mode": "mig", "layout": "all-balanced"}},
+     "regions[0].gpu_pools[0].sharing.mode", "L40S (g6e.12xlarge) has no MIG"),
+])
+def test_cloud_specific_pool_errors(tmp_path, capsys, region, pool, change, where, words) -> None:
+    doc = prod_platform()
+    doc["regions"][region]["gpu_pools"][pool].update(change)
+    err = plan_fails(capsys, write_stack(tmp_path, doc))
+    assert f"rtip:platform.{where}: {words}" in err
+
+
+def test_a_region_needs_zones(tmp_path, capsys) -> None:
+    doc = prod_platform()
+    doc["regions"][2]["zones"] = []
+    err = plan_fails(capsys, write_stack(tmp_path, doc))
+    assert "rtip:platform.regions[2].zones: list should have at least 1 item" in err
+
+
+def test_prod_gcp_needs_the_project_number(tmp_path, capsys) -> None:
+    doc = prod_platform()
+    del doc["regions"][2]["project_number"]
+    err = plan_fails(capsys, write_stack(tmp_path, doc))
+    assert "rtip:platform.regions[2].project_number: prod encrypts GCP registries" in err

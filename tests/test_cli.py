@@ -65,6 +65,9 @@ def test_json_models_carry_their_placement(capsys) -> None:
     assert big["pool"] == "h100" and big["tensor_parallel"] >= 2 and big["slice"] == "nvidia.com/gpu"
     assert by[("llama-70b", "eastus")]["slice"] == "amd.com/gpu"
     assert by[("llama-8b", "us-east-1")]["slice"].startswith("nvidia.com/mig-")
+    # GKE advertises its own MIG partitions as whole GPUs of the partitioned node.
+    gke = by[("llama-8b", "us-central1")]
+    assert (gke["slice"], gke["slice_mode"], gke["slice_memory_gb"]) == ("nvidia.com/gpu", "mig", 40)
     for m in doc["models"]:
         assert m["memory_needed_gb"] <= m["slice_memory_gb"] * m["tensor_parallel"]
         assert m["replicas"]["min"] >= 3  # one per zone, three zones

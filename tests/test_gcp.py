@@ -11,6 +11,7 @@ from components.gcp_network import address_plan
 from components.gcp_nodes import NODE_ROLES, account_id
 from components.gpu_pools import NVME_PATH
 from rtip import offline
+from rtip.cli import main
 from rtip.offline import SECRET_MARK, Record
 from rtip.stackfile import load
 from serving.hardware import Cloud, machine
@@ -152,12 +153,22 @@ def test_address_plan_sizes(cidr, nodes) -> None:
     assert plan.pods.prefixlen == plan.nodes.prefixlen - 1 == plan.services.prefixlen - 3
 
 
-def test_a_network_too_small_for_its_pools_fails_before_provisioning(tmp_path) -> None:
+def test_a_network_too_small_for_its_pools_fails_before_provisioning(tmp_path, capsys) -> None:
     doc = json.loads(json.dumps(DEV_GCP))
     doc["regions"][0]["network"]["cidr"] = "10.50.0.0/20"
     doc["regions"][0]["gpu_pools"][0]["max_nodes"] = 8
-    with pytest.raises(Exception, match=r"room for 8 GKE nodes .* grow to 15"):
-        offline.run(load(str(write_stack(tmp_path, doc, name="small"))))
+    assert main(["plan", str(write_stack(tmp_path, doc, name="small"))]) == 2
+    err = capsys.readouterr().err
+    assert "rtip:platform.regions[0].network.cidr: 10.50.0.0/20 leaves pod addresses for 8 GKE nodes" in err
+    assert "may grow to 15" in err
+
+
+def test_gpu_pools_may_not_take_the_system_pools_name(tmp_path, capsys) -> None:
+    doc = json.loads(json.dumps(DEV_GCP))
+    doc["regions"][0]["gpu_pools"][0]["name"] = "system"
+    doc["models"] = []
+    assert main(["plan", str(write_stack(tmp_path, doc, name="sys"))]) == 2
+    assert "rtip:platform.regions[0].gpu_pools[0].name: 'system' names the system" in capsys.readouterr().err
 
 
 def _expect_pool(record: Record, region: GcpRegion, pool: GpuPoolSpec) -> None:
@@ -261,12 +272,15 @@ def test_every_gcp_resource_goes_through_its_regions_provider() -> None:
         if not res.type.startswith("gcp:"):
             continue
         seen += 1
-        cluster = next(a for a in record.ancestors(res) if a.type == "rtip:gcp:Cluster")
-        region = cluster.inputs["region"]
         provider = record.get(res.provider)
         assert provider.type == "pulumi:providers:gcp", res.urn
-        assert (provider.inputs["region"], provider.inputs["project"]) == (region, projects[region])
+        region = provider.inputs["region"]
+        assert provider.inputs["project"] == projects[region], res.urn
         assert res.inputs.get("project", projects[region]) == projects[region], res.urn
+        # A cluster's resources use its own region's provider; registries sit above clusters.
+        cluster = next((a for a in record.ancestors(res) if a.type == "rtip:gcp:Cluster"), None)
+        if cluster is not None:
+            assert region == cluster.inputs["region"], res.urn
     assert seen
 
 

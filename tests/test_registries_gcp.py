@@ -1,0 +1,93 @@
+"""GCP registries and model-pod identity, from the offline record."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from components.registries_gcp import shared_location
+from rtip import offline
+from rtip.stackfile import load
+from stacks.naming import weights_bucket
+from stacks.schema import GcpRegion
+from tests.conftest import record_of, spec_of, stack_doc, write_stack
+
+
+@pytest.fixture(scope="module")
+def two_gcp_regions(tmp_path_factory):
+    doc = copy.deepcopy(stack_doc("prod")["config"]["rtip:platform"])
+    second = copy.deepcopy(doc["regions"][2])
+    second.update(region="us-east4", zones=["us-east4-a", "us-east4-b", "us-east4-c"],
+                  network={"cidr": "10.31.0.0/16"})
+    doc["regions"].insert(3, second)
+    path = write_stack(tmp_path_factory.mktemp("gcp2"), doc, name="gcp2")
+    return offline.run(load(str(path)))
+
+
+def test_shared_location() -> None:
+    def r(name):
+        return GcpRegion(cloud="gcp", region=name, project="p-12345", zones=[f"{name}-a"],
+                         network={"cidr": "10.0.0.0/16"})
+    assert shared_location([r("us-central1")]) is None
+    assert shared_location([r("us-central1"), r("us-east4")]) == "us"
+    assert shared_location([r("us-central1"), r("europe-west4")]) is None
+
+
+def test_one_region_gets_a_regional_repository_and_bucket() -> None:
+    record = record_of("prod")
+    spec = spec_of("prod")
+    (repo,) = record.by_type("gcp:artifactregistry/repository:Repository")
+    assert repo.inputs["location"] == "us-central1" and repo.inputs["format"] == "DOCKER"
+    assert repo.inputs["dockerConfig"]["immutableTags"] is True
+    (bucket,) = record.by_type("gcp:storage/bucket:Bucket")
+    gcp_region = next(r for r in spec.regions if r.cloud == "gcp")
+    assert bucket.inputs["name"] == weights_bucket(spec, gcp_region)
+    assert bucket.inputs["location"] == "US-CENTRAL1"
+    assert bucket.inputs["versioning"] == {"enabled": True}
+    assert bucket.inputs["uniformBucketLevelAccess"] is True
+    assert bucket.inputs["publicAccessPrevention"] == "enforced"
+    (key,) = record.by_type("gcp:kms/cryptoKey:CryptoKey")
+    assert bucket.inputs["encryption"]["defaultKmsKeyName"] == key.outputs["id"]
+    assert repo.inputs["kmsKeyName"] == key.outputs["id"]
+    members = {m.inputs["member"] for m in record.by_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")}
+    number = gcp_region.project_number
+    assert members == {f"serviceAccount:service-{number}@gcp-sa-artifactregistry.iam.gserviceaccount.com",
+                       f"serviceAccount:service-{number}@gs-project-accounts.iam.gserviceaccount.com"}
+
+
+def test_two_regions_share_a_multi_region_repository_and_a_dual_region_bucket(two_gcp_regions) -> None:
+    record = two_gcp_regions
+    (repo,) = record.by_type("gcp:artifactregistry/repository:Repository")
+    assert repo.inputs["location"] == "us"
+    (bucket,) = record.by_type("gcp:storage/bucket:Bucket")
+    assert bucket.inputs["location"] == "US"
+    assert bucket.inputs["customPlacementConfig"]["dataLocations"] == ["US-CENTRAL1", "US-EAST4"]
+    assert bucket.inputs["rpo"] == "ASYNC_TURBO"
+    assert len(record.by_type("rtip:gcp:Cluster")) == 2
+
+
+@pytest.mark.parametrize("which", ["prod", "two"])
+def test_model_pods_read_only_the_weights_bucket(which, two_gcp_regions) -> None:
+    record = record_of("prod") if which == "prod" else two_gcp_regions
+    (bucket,) = record.by_type("gcp:storage/bucket:Bucket")
+    identities = record.by_type("rtip:gcp:ModelIdentity")
+    assert len(identities) == len(record.by_type("rtip:gcp:Cluster"))
+    for identity in identities:
+        (gsa,) = [a for a in record.by_type("gcp:serviceaccount/account:Account") if a.parent == identity.urn]
+        (grant,) = [g for g in record.by_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+                    if g.parent == identity.urn]
+        assert grant.inputs["bucket"] == bucket.outputs["name"]
+        assert grant.inputs["role"] == "roles/storage.objectViewer"
+        assert grant.inputs["member"] == f"serviceAccount:{gsa.outputs['email']}"
+        (wi,) = [w for w in record.by_type("gcp:serviceaccount/iAMMember:IAMMember")
+                 if w.parent == identity.urn]
+        assert wi.inputs["role"] == "roles/iam.workloadIdentityUser"
+        assert wi.inputs["member"].endswith(".svc.id.goog[rtip-models/model-server]")
+        (sa,) = [s for s in record.by_type("kubernetes:core/v1:ServiceAccount") if s.parent == identity.urn]
+        assert sa.inputs["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == gsa.outputs["email"]
+        cluster = next(a for a in record.ancestors(identity) if a.type == "rtip:gcp:Cluster")
+        assert record.get(sa.provider).parent == cluster.urn
+    # No grant on the project or anything wider than the bucket for the model identities.
+    for member in record.by_type("gcp:projects/iAMMember:IAMMember"):
+        assert not any(a.type == "rtip:gcp:ModelIdentity" for a in record.ancestors(member))
