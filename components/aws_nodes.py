@@ -81,31 +81,13 @@ def gpu_node_group(
         ),
         opts=opts,
     )
-    return aws.eks.NodeGroup(
-        name,
-        aws.eks.NodeGroupArgs(
-            cluster_name=cluster.name,
-            node_role_arn=node_role.arn,
-            subnet_ids=subnet_ids,
-            instance_types=[pool.machine_type],
-            ami_type=GPU_AMI_TYPE,
-            capacity_type=capacity_type,
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=pool.min_nodes, max_size=pool.max_nodes, desired_size=pool.min_nodes,
-            ),
-            labels=pool.labels,
-            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value,
-                                               effect=TAINT_EFFECT[t.effect])
-                    for t in pool.taints],
-            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-                id=template.id, version=template.latest_version.apply(str),
-            ),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-        ),
-        # The autoscaler owns the live node count; a re-run must not reset it.
-        opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(ignore_changes=["scalingConfig.desiredSize"]),
-        ),
+    return _node_group(
+        name, cluster, node_role, subnet_ids, pool.machine_type, GPU_AMI_TYPE, capacity_type,
+        pool.min_nodes, pool.max_nodes, pool.labels, opts,
+        taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECT[t.effect])
+                for t in pool.taints],
+        launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+            id=template.id, version=template.latest_version.apply(str)),
     )
 
 
@@ -119,24 +101,30 @@ def system_node_group(
     subnet_ids: list[pulumi.Output[str]],
     opts: pulumi.ResourceOptions,
 ) -> aws.eks.NodeGroup:
+    return _node_group(name, cluster, node_role, subnet_ids, machine_type, SYSTEM_AMI_TYPE,
+                       "ON_DEMAND", min_nodes, max_nodes, {"rtip.dev/pool": "system"}, opts)
+
+
+def _node_group(
+    name: str, cluster: aws.eks.Cluster, node_role: aws.iam.Role,
+    subnet_ids: list[pulumi.Output[str]], machine_type: str, ami_type: str, capacity_type: str,
+    min_nodes: int, max_nodes: int, labels: dict[str, str], opts: pulumi.ResourceOptions,
+    taints: list[aws.eks.NodeGroupTaintArgs] | None = None,
+    launch_template: aws.eks.NodeGroupLaunchTemplateArgs | None = None,
+) -> aws.eks.NodeGroup:
     return aws.eks.NodeGroup(
         name,
         aws.eks.NodeGroupArgs(
-            cluster_name=cluster.name,
-            node_role_arn=node_role.arn,
-            subnet_ids=subnet_ids,
-            instance_types=[machine_type],
-            ami_type=SYSTEM_AMI_TYPE,
-            capacity_type="ON_DEMAND",
+            cluster_name=cluster.name, node_role_arn=node_role.arn, subnet_ids=subnet_ids,
+            instance_types=[machine_type], ami_type=ami_type, capacity_type=capacity_type,
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=min_nodes, max_size=max_nodes, desired_size=min_nodes,
-            ),
-            labels={"rtip.dev/pool": "system"},
+                min_size=min_nodes, max_size=max_nodes, desired_size=min_nodes),
+            labels=labels, taints=taints, launch_template=launch_template,
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         ),
+        # The autoscaler owns the live node count; a re-run must not reset it.
         opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(ignore_changes=["scalingConfig.desiredSize"]),
-        ),
+            opts, pulumi.ResourceOptions(ignore_changes=["scalingConfig.desiredSize"])),
     )
 
 

@@ -14,7 +14,9 @@ LABEL_PREFIX = "rtip.dev"
 # Where each cloud mounts a GPU node's local NVMe for the model cache:
 # EKS AL2023 nodeadm `localStorage.strategy: RAID0` assembles the instance-store disks at
 # /mnt/k8s-disks/0; GKE `ephemeral_storage_local_ssd_config` backs ephemeral storage under
-# /mnt/stateful_partition/kube-ephemeral-ssd; AKS mounts the VM's temporary NVMe disk at /mnt.
+# /mnt/stateful_partition/kube-ephemeral-ssd. AKS mounts only the VM's temporary (resource) disk,
+# at /mnt; the NVMe drives of NC H100 v5 / ND MI300X v5 stay raw devices until the model-cache
+# work assembles them, so on AKS the cache path is the temp disk for now.
 NVME_PATH: dict[Cloud, str] = {
     Cloud.AWS: "/mnt/k8s-disks/0",
     Cloud.GCP: "/mnt/stateful_partition/kube-ephemeral-ssd",
