@@ -49,12 +49,15 @@ class Resource:
     outputs: dict[str, Any]
     custom: bool
     secret_paths: tuple[str, ...] = ()
+    # Resource options that change what an update does: protect, ignoreChanges,
+    # replaceOnChanges (a change to these fields replaces the resource), deleteBeforeReplace.
+    options: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "type": self.type, "name": self.name, "urn": self.urn, "parent": self.parent,
             "provider": self.provider, "dependencies": list(self.dependencies),
-            "inputs": self.inputs,
+            "inputs": self.inputs, "options": self.options,
         }
 
 
@@ -161,7 +164,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             type=request.type, name=request.name, urn=urn, parent=request.parent or None,
             provider=provider, dependencies=tuple(sorted(set(request.dependencies))),
             inputs=inputs, outputs=_redact(state, "", []), custom=custom,
-            secret_paths=tuple(secrets),
+            secret_paths=tuple(secrets), options=_options(request),
         )
         self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, rid, state)
         if request.type == STACK_TYPE:
@@ -176,6 +179,19 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             region = self.records[provider].inputs.get("region")
             return region if isinstance(region, str) else None
         return None
+
+
+def _options(request: Any) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if request.protect:
+        options["protect"] = True
+    for key in ("ignoreChanges", "replaceOnChanges"):
+        values = sorted(getattr(request, key))
+        if values:
+            options[key] = values
+    if request.deleteBeforeReplace:
+        options["deleteBeforeReplace"] = True
+    return options
 
 
 class _WarningLog:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 from ipaddress import ip_network
-from typing import ClassVar
 
 import pytest
 from pulumi.runtime.sync_await import _sync_await
@@ -162,29 +161,12 @@ def test_mig_pool_taints_profile_and_driver() -> None:
     assert amd["gpuProfile"] == {"driver": "None"}  # the AMD GPU operator installs it
 
 
-class _OptionsMonitor(offline.RecordingMonitor):
-    """Also keeps the resource options the Record does not carry."""
-
-    options: ClassVar[dict[str, dict[str, list[str]]]] = {}
-
-    def RegisterResource(self, request):
-        type(self).options[f"{request.type}::{request.name}"] = {
-            "replaceOnChanges": list(request.replaceOnChanges),
-            "ignoreChanges": list(request.ignoreChanges),
-        }
-        return super().RegisterResource(request)
-
-
-def test_mig_profile_change_is_a_replacement(monkeypatch) -> None:
-    # The offline Record has no resource options, so read them off the registration requests.
-    monkeypatch.setattr(offline, "RecordingMonitor", _OptionsMonitor)
-    _OptionsMonitor.options = {}
-    offline.run(load("prod"))
-    pools = {k: v for k, v in _OptionsMonitor.options.items() if k.startswith(AGENT_POOL)}
+def test_mig_profile_change_is_a_replacement() -> None:
+    pools = record_of("prod").by_type(AGENT_POOL)
     assert len(pools) == 2
-    for opts in pools.values():
-        assert opts["replaceOnChanges"] == ["gpuInstanceProfile"]
-        assert opts["ignoreChanges"] == ["count"]
+    for pool in pools:
+        assert pool.options["replaceOnChanges"] == ["gpuInstanceProfile"]
+        assert pool.options["ignoreChanges"] == ["count"]
 
 
 def test_kubernetes_provider_is_the_clusters() -> None:
