@@ -1,21 +1,20 @@
 """One Azure region: resource group, VNet, AKS cluster with Entra ID auth, GPU agent pools, k8s provider.
 
-The Kubernetes provider's kubeconfig is built from the cluster's API FQDN and the `kubelogin`
-exec plugin, so it holds no credential. It carries no certificate authority either: no AKS
-resource outputs the cluster CA, which only the `listClusterUserCredential` action returns, and
-that is an invoke the offline engine forbids (plans are made from the spec, not from lookups).
-Until the engine can answer that invoke, a real `pulumi up` cannot verify the API server's
-certificate (signed by the cluster's own CA) and the Kubernetes provider fails closed with an
-x509 error: it never skips verification. See `kubeconfig`.
+The Kubernetes provider's kubeconfig takes the API server and its certificate authority from the
+cluster's `listClusterUserCredential` action, and authenticates with the `kubelogin` exec plugin
+reading the Azure CLI login, so it holds no credential. See `user_kubeconfig`.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
+import yaml
 from pulumi_azure_native import containerservice as aks
 from pulumi_azure_native import resources
 
@@ -52,18 +51,22 @@ def azure_provider(name: str, region: AzureRegion, labels: dict[str, str],
     return AzureProvider(name, azure_native.ProviderArgs(location=region.region), labels, opts=opts)
 
 
-def kubeconfig(cluster_name: pulumi.Input[str], server_fqdn: pulumi.Input[str]) -> pulumi.Output[str]:
+def kubeconfig(cluster_name: pulumi.Input[str], server_fqdn: pulumi.Input[str],
+               certificate_authority_data: pulumi.Input[str] | None = None) -> pulumi.Output[str]:
     """A kubeconfig that gets an Entra ID token from `kubelogin` (Azure CLI login): no credential.
 
-    Without `certificate-authority-data` client-go verifies the server against the system roots,
-    which the AKS cluster CA is not among (see the module docstring).
+    `certificate_authority_data` is the cluster CA (base64 PEM): AKS signs its API server
+    certificate with the cluster's own CA, which is not among the system roots.
     """
-    def build(args: list[str]) -> str:
-        name, fqdn = args
+    def build(args: list[str | None]) -> str:
+        name, fqdn, ca = args
+        server: dict[str, str] = {"server": f"https://{fqdn}:443"}
+        if ca:
+            server["certificate-authority-data"] = ca
         return json.dumps({
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": name, "cluster": {"server": f"https://{fqdn}:443"}}],
+            "clusters": [{"name": name, "cluster": server}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
             "current-context": name,
             "users": [{"name": name, "user": {"exec": {
@@ -73,7 +76,32 @@ def kubeconfig(cluster_name: pulumi.Input[str], server_fqdn: pulumi.Input[str]) 
                 "interactiveMode": "Never",
             }}}],
         })
-    return pulumi.Output.all(cluster_name, server_fqdn).apply(build)
+    return pulumi.Output.all(cluster_name, server_fqdn, certificate_authority_data).apply(build)
+
+
+def user_kubeconfig(cluster_name: str, resource_group_name: pulumi.Input[str],
+                    resource_name: pulumi.Input[str], opts: pulumi.InvokeOutputOptions) -> pulumi.Output[str]:
+    """The kubeconfig for the cluster's API, from its user credentials (a secret).
+
+    Only the cluster entry (server and CA) of AKS's answer is kept: its `exec` user logs in with a
+    device code, which blocks an unattended `pulumi up`, so the user is ours (see `kubeconfig`).
+    `resource_name` should be an output of the cluster, so the call waits for the cluster to exist.
+    """
+    credentials = aks.list_managed_cluster_user_credentials_output(
+        resource_group_name=resource_group_name, resource_name=resource_name, format="exec", opts=opts)
+
+    def cluster_entry(result: aks.ListManagedClusterUserCredentialsResult) -> tuple[str, str]:
+        if not result.kubeconfigs:
+            raise ValueError(f"{cluster_name}: AKS returned no user kubeconfig")
+        doc = yaml.safe_load(base64.b64decode(result.kubeconfigs[0].value))
+        entry = doc["clusters"][0]["cluster"]
+        host = urlsplit(entry["server"]).hostname
+        if not host or not entry.get("certificate-authority-data"):
+            raise ValueError(f"{cluster_name}: the AKS user kubeconfig lacks a server or CA")
+        return host, entry["certificate-authority-data"]
+
+    entry = pulumi.Output.secret(credentials.apply(cluster_entry))
+    return pulumi.Output.secret(kubeconfig(cluster_name, entry[0], entry[1]))
 
 
 def _issuer(profile: object) -> str | None:
@@ -177,10 +205,12 @@ class AzureCluster(pulumi.ComponentResource):
             )
 
         server = cluster.private_fqdn if private else cluster.fqdn
+        # The default providers are disabled: the credentials call goes through the region's.
+        config = user_kubeconfig(name, group.name, cluster.name,
+                                 pulumi.InvokeOutputOptions(parent=self, provider=provider))
         k8s_provider = k8s.Provider(
             f"{name}-k8s",
-            k8s.ProviderArgs(kubeconfig=pulumi.Output.secret(kubeconfig(cluster.name, server)),
-                             enable_server_side_apply=True),
+            k8s.ProviderArgs(kubeconfig=config, enable_server_side_apply=True),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
         )
         endpoint = pulumi.Output.concat("https://", server)
@@ -194,4 +224,5 @@ class AzureCluster(pulumi.ComponentResource):
         self.register_outputs({"endpoint": endpoint, "id": cluster.id})
 
 
-__all__ = ["AKS_AAD_SERVER_ID", "AzureCluster", "AzureProvider", "azure_provider", "kubeconfig"]
+__all__ = ["AKS_AAD_SERVER_ID", "AzureCluster", "AzureProvider", "azure_provider", "kubeconfig",
+           "user_kubeconfig"]

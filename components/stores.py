@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.identity_aws import AwsModelIdentity
+from components.identity_azure import AzureModelIdentity
 from components.identity_gcp import GcpModelIdentity
 from components.registries_aws import AwsRegistries
+from components.registries_azure import AzureRegistries
 from components.registries_gcp import GcpRegistries
 from serving.hardware import Cloud
 
@@ -30,6 +32,7 @@ class StoreBuilder:
 STORES: dict[Cloud, StoreBuilder] = {
     Cloud.AWS: StoreBuilder(AwsRegistries, AwsModelIdentity),
     Cloud.GCP: StoreBuilder(GcpRegistries, GcpModelIdentity),
+    Cloud.AZURE: StoreBuilder(AzureRegistries, AzureModelIdentity),
 }
 
 __all__ = ["STORES", "StoreBuilder"]

@@ -124,7 +124,7 @@ class _NoCalls(pulumi_mocks.Mocks):
         if answer is None:
             raise EngineError(f"the program called {args.token}: offline plans make no provider "
                               f"calls except {', '.join(sorted(synth.INVOKES)) or 'none'}")
-        return answer(dict(args.args)), None
+        return answer(dict(args.args)), []
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):

@@ -75,11 +75,16 @@ def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> 
                 "built": False, "pools": [],
             })
     counts = Counter(r.type for r in record.resources)
+    registries = [
+        {"cloud": r.type.split(":")[1], "source": r.inputs["source"], "regions": r.inputs["regions"]}
+        for r in record.resources if r.type.startswith("rtip:") and r.type.endswith(":Registries")
+    ]
     return {
         "stack": record.stack,
         "environment": spec.environment,
         "clusters": clusters,
         "unbuilt_regions": unbuilt,
+        "registries": registries,
         "models": [_model(m, spec) for m in models],
         "resource_counts": dict(sorted(counts.items())),
         "resources": [r.to_json() for r in record.resources],
@@ -122,6 +127,13 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
                        f"{m['cost_per_replica_hour']:.2f}", f"{m['cold_start_s']['total_s']:g}",
                        f"{m['cold_start_s']['warm_node_s']:g}")
     console.print(models)
+
+    stores = Table(title="Registries and weights stores", title_justify="left")
+    for col in ("cloud", "source region", "copies in"):
+        stores.add_column(col)
+    for r in doc["registries"]:
+        stores.add_row(r["cloud"], r["source"], ", ".join(r["regions"]))
+    console.print(stores)
 
     counts = Table(title="Resources by type", title_justify="left")
     counts.add_column("type")

@@ -49,6 +49,15 @@ def test_json_document_shape(capsys, stack) -> None:
                        if m.regions is None or r.region in m.regions}
 
 
+def test_json_lists_a_registry_copy_in_every_region(capsys) -> None:
+    doc = plan_json(capsys, "prod")
+    spec = spec_of("prod")
+    by_cloud = {r["cloud"]: r for r in doc["registries"]}
+    for cloud in {r.cloud for r in spec.regions}:
+        assert by_cloud[cloud]["regions"] == [r.region for r in spec.regions if r.cloud == cloud]
+        assert by_cloud[cloud]["source"] == by_cloud[cloud]["regions"][0]
+
+
 def test_json_marks_unbuilt_regions(capsys) -> None:
     doc = plan_json(capsys, "prod")
     # Only regions whose cloud has no row in CLUSTERS yet, so this holds as clouds land.
