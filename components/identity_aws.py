@@ -6,13 +6,10 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components.contract import ClusterFacts, RegionStore
-from components.namespaces import MODELS_NAMESPACE
+from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE, model_service_account
 from stacks.naming import MODELS_PREFIX
-
-MODEL_SERVICE_ACCOUNT = "model-server"
 
 
 def read_weights_policy(bucket_arn: str, key_arn: str | None) -> str:
@@ -48,15 +45,11 @@ class AwsModelIdentity(pulumi.ComponentResource):
             policy=pulumi.Output.all(*policy_inputs).apply(
                 lambda a: read_weights_policy(a[0], a[1] if len(a) > 1 else None)),
         ), opts=child)
-        k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=k8s.meta.v1.ObjectMetaArgs(
-            name=MODEL_SERVICE_ACCOUNT, namespace=MODELS_NAMESPACE,
-            labels={"app.kubernetes.io/managed-by": "rtip"}),
-            automount_service_account_token=False,
-            opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=after))
+        model_service_account(f"{name}-sa", cluster, after, self)
         aws.eks.PodIdentityAssociation(f"{name}-assoc", aws.eks.PodIdentityAssociationArgs(
             cluster_name=cluster.native_id, namespace=MODELS_NAMESPACE,
             service_account=MODEL_SERVICE_ACCOUNT, role_arn=role.arn), opts=child)
         self.register_outputs({"roleArn": role.arn})
 
 
-__all__ = ["MODEL_SERVICE_ACCOUNT", "AwsModelIdentity", "read_weights_policy"]
+__all__ = ["AwsModelIdentity", "read_weights_policy"]

@@ -10,13 +10,11 @@ exchange its token for this identity.
 from __future__ import annotations
 
 import pulumi
-import pulumi_kubernetes as k8s
 from pulumi_azure_native import containerservice, managedidentity
 
 from components.azure import AzureProvider
 from components.contract import ClusterFacts, RegionStore
-from components.identity_aws import MODEL_SERVICE_ACCOUNT
-from components.namespaces import MODELS_NAMESPACE
+from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE, model_service_account
 from components.registries_azure import ACR_PULL, STORAGE_BLOB_DATA_READER, grant, registry_id
 
 TOKEN_AUDIENCE = "api://AzureADTokenExchange"  # the audience Entra ID accepts for token exchange
@@ -67,12 +65,8 @@ class AzureModelIdentity(pulumi.ComponentResource):
             opts=pulumi.InvokeOutputOptions(parent=self, provider=provider))
         grant(f"{name}-acr-pull", ACR_PULL, registry_id(store), aks.apply(_kubelet_object_id), child)
 
-        k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=k8s.meta.v1.ObjectMetaArgs(
-            name=MODEL_SERVICE_ACCOUNT, namespace=MODELS_NAMESPACE,
-            labels={"app.kubernetes.io/managed-by": "rtip"},
-            annotations={CLIENT_ID_ANNOTATION: identity.client_id}),
-            automount_service_account_token=False,
-            opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=after))
+        model_service_account(f"{name}-sa", cluster, after, self,
+                              annotations={CLIENT_ID_ANNOTATION: identity.client_id})
         self.register_outputs({"clientId": identity.client_id, "principalId": identity.principal_id})
 
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumi_kubernetes as k8s
 
 from components.contract import ClusterFacts, RegionStore
-from components.identity_aws import MODEL_SERVICE_ACCOUNT
-from components.namespaces import MODELS_NAMESPACE
+from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE, model_service_account
 
 
 def account_id(cluster: str) -> str:
@@ -40,12 +38,8 @@ class GcpModelIdentity(pulumi.ComponentResource):
             service_account_id=account.name, role="roles/iam.workloadIdentityUser",
             member=f"serviceAccount:{cluster.workload_pool}[{MODELS_NAMESPACE}/{MODEL_SERVICE_ACCOUNT}]",
         ), opts=child)
-        k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=k8s.meta.v1.ObjectMetaArgs(
-            name=MODEL_SERVICE_ACCOUNT, namespace=MODELS_NAMESPACE,
-            labels={"app.kubernetes.io/managed-by": "rtip"},
-            annotations={"iam.gke.io/gcp-service-account": account.email}),
-            automount_service_account_token=False,
-            opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=after))
+        model_service_account(f"{name}-sa", cluster, after, self,
+                              annotations={"iam.gke.io/gcp-service-account": account.email})
         self.register_outputs({"email": account.email})
 
 

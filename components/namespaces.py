@@ -9,6 +9,8 @@ from components.contract import ClusterFacts
 
 SYSTEM_NAMESPACE = "rtip-system"
 MODELS_NAMESPACE = "rtip-models"
+# The Kubernetes identity of every model server; each cloud federates it with its own identity.
+MODEL_SERVICE_ACCOUNT = "model-server"
 
 # Pod Security admission: nothing of ours here needs privilege, so both namespaces enforce
 # `baseline` and warn on anything short of `restricted`. Node-level operators get their own.
@@ -37,4 +39,18 @@ class ClusterNamespaces(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-__all__ = ["MODELS_NAMESPACE", "SYSTEM_NAMESPACE", "ClusterNamespaces"]
+def model_service_account(
+    name: str, cluster: ClusterFacts, after: list[pulumi.Resource], parent: pulumi.Resource,
+    annotations: dict[str, pulumi.Input[str]] | None = None,
+) -> k8s.core.v1.ServiceAccount:
+    """The model servers' service account; `annotations` bind it to the cloud identity."""
+    return k8s.core.v1.ServiceAccount(name, metadata=k8s.meta.v1.ObjectMetaArgs(
+        name=MODEL_SERVICE_ACCOUNT, namespace=MODELS_NAMESPACE,
+        labels={"app.kubernetes.io/managed-by": "rtip"}, annotations=annotations),
+        # Model servers never call the Kubernetes API.
+        automount_service_account_token=False,
+        opts=pulumi.ResourceOptions(parent=parent, provider=cluster.provider, depends_on=after))
+
+
+__all__ = ["MODELS_NAMESPACE", "MODEL_SERVICE_ACCOUNT", "SYSTEM_NAMESPACE", "ClusterNamespaces",
+           "model_service_account"]
