@@ -17,3 +17,6 @@ platform = Platform(f"rtip-{spec.environment}", spec)
 pulumi.export("clusters", {c.name: {"cloud": str(c.cloud), "region": c.region,
                                     "endpoint": c.endpoint} for c in platform.clusters})
 pulumi.export("unbuiltRegions", platform.unbuilt)
+# Where each region's cluster pulls images and weights from: its own region's copy.
+pulumi.export("stores", {region: {"cloud": str(s.cloud), "imageRegistry": s.image_registry,
+                                  "weights": s.weights_uri} for region, s in platform.stores.items()})

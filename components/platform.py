@@ -49,6 +49,7 @@ def stack_labels(spec: StackSpec, cluster: str) -> dict[str, str]:
 class Platform(pulumi.ComponentResource):
     clusters: list[ClusterFacts]
     unbuilt: list[str]
+    stores: dict[str, RegionStore]
 
     def __init__(self, name: str, spec: StackSpec, opts: pulumi.ResourceOptions | None = None) -> None:
         built = [r for r in spec.regions if Cloud(r.cloud) in CLUSTERS]
