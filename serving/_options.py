@@ -1,0 +1,219 @@
+"""Every way one model could run in one pool, with the replicas each way needs.
+
+An option is (pool, slice kind, quantization) plus the capacity planner's answer for it. Options
+that cannot hold the weights and a full context, or miss the tier at batch 1, are dropped with
+their reason kept, so a model with no option gets an error that says which fix applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+from serving import coldstart
+from serving.capacity import (
+    DoesNotFit,
+    RegionReplicas,
+    ReplicaCapacity,
+    TierUnmeetable,
+    region_replicas,
+    replica_capacity,
+)
+from serving.hardware import GpuSpec, MachineShape, Vendor
+from serving.models import ModelCard, Quantization
+from serving.profiles import SliceKind, profile
+from serving.slices import SharingMode, mig_resource
+from serving.tiers import TierSpec
+
+TENSOR_PARALLEL = (1, 2, 4, 8)
+ALL_SHARING = (SharingMode.WHOLE, SharingMode.MIG, SharingMode.TIME_SLICE, SharingMode.PARTITION)
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A GPU pool the planner may fill: its machine shape and bounds. `max_nodes` counts every
+    zone; nodes are planned per zone, identically in each, so `max_nodes // zones` bound one zone."""
+
+    name: str
+    shape: MachineShape
+    max_nodes: int
+    zones: int = 3
+    sharing: tuple[SharingMode, ...] = ALL_SHARING
+    time_slice_replicas: tuple[int, ...] = (2, 4)
+
+    @property
+    def gpu(self) -> GpuSpec:
+        return self.shape.gpu_spec
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.shape.gpu_count
+
+    @property
+    def gpu_price(self) -> float:
+        return self.shape.price_per_hour / self.shape.gpu_count
+
+    @property
+    def max_nodes_per_zone(self) -> int:
+        return self.max_nodes // self.zones
+
+
+@dataclass(frozen=True)
+class ModelDemand:
+    """One model in one region, as the stack states it. Token defaults are the Azure 2023
+    conversation trace means (as stacks.schema.TokenMix)."""
+
+    name: str
+    card: ModelCard
+    tier: TierSpec
+    peak_qps: float
+    input_tokens: int = 1155
+    output_tokens: int = 211
+    allowed_quantization: tuple[Quantization, ...] = ()
+    context_tokens: int | None = None
+    pool: str | None = None  # pin to one pool
+    tensor_parallel: int | None = None  # pin the TP degree of whole-GPU options
+    growth_per_s: float | None = None  # None: the tier's burst_headroom (capacity.region_replicas)
+
+
+@dataclass(frozen=True)
+class Option:
+    model: int  # index into the demands
+    pool: PoolSpec
+    kind: SliceKind
+    quantization: Quantization
+    capacity: ReplicaCapacity
+    replicas: RegionReplicas
+    cold_start_s: float
+
+    @property
+    def per_zone(self) -> int:
+        return self.replicas.per_zone_max
+
+    @property
+    def gpu_units(self) -> float:
+        """Whole-GPU units one zone's replicas take (0 for MIG)."""
+        k = self.kind
+        if k.mode is SharingMode.MIG:
+            return 0.0
+        return self.per_zone * k.tensor_parallel / k.shares
+
+    @property
+    def mig_slices(self) -> tuple[int, int]:
+        if self.kind.mode is not SharingMode.MIG:
+            return (0, 0)
+        p = self.kind.spec.mig_profile(self.kind.mig_profile or "")
+        assert p is not None
+        return (self.per_zone * p.compute_slices, self.per_zone * p.memory_slices)
+
+    @property
+    def fractional_cost(self) -> float:
+        """$/h if GPUs could be split exactly: what the LP charges this option."""
+        compute, memory = self.mig_slices
+        gpus = self.gpu_units + max(compute / 7, memory / 8)
+        return gpus * self.pool.gpu_price * self.pool.zones
+
+    @property
+    def resource(self) -> str:
+        if self.kind.mode is SharingMode.MIG:
+            return mig_resource(self.pool.shape, self.kind.mig_profile or "")
+        return "amd.com/gpu" if self.pool.gpu.vendor is Vendor.AMD else "nvidia.com/gpu"
+
+
+@dataclass
+class Rejections:
+    no_fit: list[str] = field(default_factory=list)
+    too_slow: list[tuple[float, str]] = field(default_factory=list)  # (miss ratio, message)
+    too_many: list[str] = field(default_factory=list)
+
+
+def kinds(pool: PoolSpec, demand: ModelDemand) -> list[SliceKind]:
+    """Slice kinds the pool's GPU supports and the model's tier and pins allow."""
+    gpu = pool.gpu
+    found: list[SliceKind] = []
+    if SharingMode.WHOLE in pool.sharing:
+        tps = [demand.tensor_parallel] if demand.tensor_parallel else TENSOR_PARALLEL
+        found += [SliceKind(gpu.model, SharingMode.WHOLE, tp) for tp in tps if tp <= pool.gpus_per_node]
+    if demand.tensor_parallel not in (None, 1):
+        return found
+    if SharingMode.MIG in pool.sharing and gpu.mig_capable:
+        found += [SliceKind(gpu.model, SharingMode.MIG, mig_profile=p.name) for p in gpu.mig_profiles]
+    sharing_ok = demand.tier.allows_time_slicing
+    if sharing_ok and SharingMode.TIME_SLICE in pool.sharing and not gpu.mig_capable \
+            and gpu.vendor is Vendor.NVIDIA:
+        found += [SliceKind(gpu.model, SharingMode.TIME_SLICE, shares=n) for n in pool.time_slice_replicas]
+    if SharingMode.PARTITION in pool.sharing and gpu.amd_partitions:
+        # CPX partitions are hardware-isolated compute dies, so every tier may use them.
+        parts = max(p.partitions_per_gpu for p in gpu.amd_partitions)
+        found.append(SliceKind(gpu.model, SharingMode.PARTITION, shares=parts))
+    return found
+
+
+def quantizations(card: ModelCard, allowed: tuple[Quantization, ...], gpu: GpuSpec) -> list[Quantization]:
+    """Native weights plus the allowed variants the GPU has kernels for (FP8 needs FP8 tensor
+    cores; AWQ/w4a16 INT4 kernels are NVIDIA-only in vLLM's support table)."""
+    supported = {Quantization.FP8: gpu.fp8, Quantization.INT8: gpu.int8,
+                 Quantization.INT4: gpu.vendor is Vendor.NVIDIA}
+    return [Quantization.NONE] + [q for q in card.quantizations[1:] if q in allowed and supported[q]]
+
+
+@cache
+def _capacity(card: ModelCard, kind: SliceKind, q: Quantization, tier: TierSpec,
+              input_tokens: int, output_tokens: int, context: int | None) -> ReplicaCapacity | str:
+    """Memoised: stacks and catalogs repeat (card, slice, tier, token mix) far more than they
+    differ. Returns the rejection message instead of raising, so the cache holds failures too."""
+    try:
+        return replica_capacity(card, profile(card, kind, q), tier, input_tokens, output_tokens, context)
+    except DoesNotFit as err:
+        return f"DoesNotFit:0:{err}"
+    except TierUnmeetable as err:
+        return f"TierUnmeetable:{err.miss}:{err}"
+
+
+def options_for(index: int, demand: ModelDemand, pools: list[PoolSpec], why: Rejections) -> list[Option]:
+    """The non-dominated options of one model: per pool and resource (whole GPUs, one time-slice
+    width, one MIG profile, CPX), only the variant needing the fewest units, native weights on ties."""
+    best: dict[tuple[str, str], Option] = {}
+    for pool in pools:
+        if demand.pool not in (None, pool.name):
+            continue
+        for kind in kinds(pool, demand):
+            for q in quantizations(demand.card, demand.allowed_quantization, pool.gpu):
+                got = _capacity(demand.card, kind, q, demand.tier, demand.input_tokens,
+                                demand.output_tokens, demand.context_tokens)
+                if isinstance(got, str):
+                    reason, miss, message = got.split(":", 2)
+                    if reason == "DoesNotFit":
+                        why.no_fit.append(message)
+                    else:
+                        why.too_slow.append((float(miss), message))
+                    continue
+                weights = demand.card.weights_for(q) or demand.card.weights_gb
+                cold = coldstart.budget(pool.shape.cloud, weights,
+                                        nvme_cache=pool.shape.local_nvme_gb >= weights).total_s
+                reps = region_replicas(demand.peak_qps, got.qps, pool.zones, demand.tier, cold,
+                                       demand.growth_per_s)
+                opt = Option(index, pool, kind, q, got, reps, cold)
+                compute, memory = opt.mig_slices
+                gpus = opt.gpu_units + max(compute / 7, memory / 8)
+                if gpus > pool.max_nodes_per_zone * pool.gpus_per_node:
+                    why.too_many.append(
+                        f"{kind.label} ({q}) serves {got.qps:.3g} req/s a replica, so peak "
+                        f"{demand.peak_qps:g} req/s needs {gpus:.0f} GPUs a zone in pool {pool.name}, "
+                        f"which holds {pool.max_nodes_per_zone * pool.gpus_per_node}")
+                    continue
+                resource = kind.mig_profile or f"{kind.mode}/{kind.shares}"
+                key = (pool.name, resource)
+                held = best.get(key)
+                if held is None or _units(opt) < _units(held):
+                    best[key] = opt
+    return list(best.values())
+
+
+def _units(opt: Option) -> float:
+    compute, memory = opt.mig_slices
+    return opt.gpu_units + compute + memory
+
+
+__all__ = ["ALL_SHARING", "ModelDemand", "Option", "PoolSpec", "Rejections", "kinds", "options_for",
+           "quantizations"]

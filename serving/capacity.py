@@ -1,0 +1,218 @@
+"""Latency-limited capacity of one replica, and replicas per region from peak traffic.
+
+Model of one replica (kept simple on purpose; every piece is a knob a measurement can replace):
+
+- The replica decodes up to `batch` sequences at once (vLLM continuous batching). Requests beyond
+  that wait for a slot: an M/M/c queue with c = batch servers and service time
+  S = prefill(mean prompt) + output_tokens x TPOT. Its mean queue length uses Sakasegawa's
+  approximation Lq = rho^sqrt(2(c+1)) / (1 - rho); the wait of a request that waits is exponential
+  with rate c(1 - rho)/S, which gives the p99 wait in closed form.
+- p99 TTFT = prefill of a p99-length prompt + p99 queueing wait. The p99 prompt is
+  `P99_PROMPT_FACTOR` x the mean prompt (capped at the context limit).
+- p99 TPOT = TPOT(batch) / (1 - u), u = arrival rate x prefill(mean prompt): the share of time the
+  engine spends on other requests' prefills, which stall every running sequence's next token.
+- The batch is the largest one whose p99 TPOT meets the tier and whose KV cache fits the slice;
+  the latency-limited rate is the largest arrival rate at which p99 TTFT still meets the tier.
+  That is the throughput the planner sizes by, never the saturated peak (FACTS.md section 7: NIM
+  70B TTFT 689 ms at 25 concurrent, 7,996 ms at 100).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from serving.models import ModelCard
+from serving.profiles import Profile
+from serving.slices import GPU_MEMORY_UTILIZATION, MIN_CONTEXT_TOKENS
+from serving.tiers import TierSpec
+
+# p99 / mean context tokens of the Azure LLM inference traces 2023 in ../shared/traces:
+# conversation 4,142 / 1,155 = 3.59, code 7,436 / 2,048 = 3.63.
+P99_PROMPT_FACTOR = 3.6
+# vLLM's default --max-num-seqs: the engine never batches more sequences than this.
+MAX_BATCH = 256
+# Above this prefill share the decode stalls dominate and the linear model stops being credible.
+MAX_PREFILL_SHARE = 0.8
+
+
+class TierUnmeetable(ValueError):
+    """The slice cannot meet the tier even for one request at a time."""
+
+    def __init__(self, message: str, miss: float) -> None:
+        super().__init__(message)
+        self.miss = miss  # worst of (latency / target) over TTFT and TPOT at batch 1: > 1
+
+
+class DoesNotFit(ValueError):
+    """The model's weights plus one full-context sequence exceed the slice's memory."""
+
+
+@dataclass(frozen=True)
+class ReplicaCapacity:
+    model: str
+    slice: str
+    batch: int  # concurrent sequences at the latency-limited point
+    qps: float  # latency-limited requests per second of one replica
+    output_tokens_per_s: float
+    ttft_p99_s: float
+    tpot_p99_s: float
+    memory_needed_gb: float  # weights + KV cache for `batch` sequences (and one full context)
+
+
+def kv_token_capacity(card: ModelCard, weights_gb: float, memory_gb: float) -> int:
+    """KV-cache tokens the slice holds beside the weights, under vLLM's memory utilisation cap."""
+    free = memory_gb * GPU_MEMORY_UTILIZATION - weights_gb
+    return max(0, int(free * 1e9 / card.kv_bytes_per_token))
+
+
+def _p99_wait_s(rate: float, servers: int, service_s: float) -> float:
+    rho = rate * service_s / servers
+    if rho >= 1:
+        return math.inf
+    queue = rho ** math.sqrt(2 * (servers + 1)) / (1 - rho)
+    tail_rate = servers * (1 - rho) / service_s
+    p_wait = min(1.0, queue / rate * tail_rate)
+    return math.log(p_wait / 0.01) / tail_rate if p_wait > 0.01 else 0.0
+
+
+def replica_capacity(
+    card: ModelCard,
+    prof: Profile,
+    tier: TierSpec,
+    input_tokens: int,
+    output_tokens: int,
+    context_tokens: int | None = None,
+) -> ReplicaCapacity:
+    """The latency-limited operating point of one replica of `card` with profile `prof`.
+
+    Raises DoesNotFit when the weights and one `context_tokens` sequence exceed the slice, and
+    TierUnmeetable when even batch 1 at no load misses the tier's TTFT or TPOT.
+    """
+    weights = card.weights_for(prof.quantization)
+    assert weights is not None  # profile() already refused a variant the card lacks
+    context = context_tokens or MIN_CONTEXT_TOKENS
+    kv_tokens = kv_token_capacity(card, weights, prof.slice.memory_gb)
+    where = f"{card.id} ({prof.quantization}) on {prof.slice.label}"
+    if kv_tokens < context:
+        raise DoesNotFit(
+            f"{where}: {weights:.1f} GB weights + a {context}-token KV cache exceed "
+            f"{prof.slice.memory_gb:.0f} GB x {GPU_MEMORY_UTILIZATION}; use a bigger slice, more "
+            f"tensor parallelism, a quantized variant or a shorter max_model_len")
+    ttft_s, tpot_s = tier.ttft_p99_ms / 1000, tier.tpot_p99_ms / 1000
+    p99_prompt = min(P99_PROMPT_FACTOR * input_tokens, card.context_max)
+    first_prefill = prof.prefill_s(p99_prompt)
+    if first_prefill > ttft_s or prof.tpot_s(1) > tpot_s:
+        raise TierUnmeetable(
+            f"{where} misses tier {tier.tier} at batch 1 (prefill of a {p99_prompt:.0f}-token "
+            f"prompt {first_prefill * 1000:.0f} ms vs TTFT {tier.ttft_p99_ms:.0f} ms, TPOT "
+            f"{prof.tpot_s(1) * 1000:.1f} ms vs {tier.tpot_p99_ms:.0f} ms); use a faster GPU or a "
+            f"whole GPU instead of a slice, more tensor parallelism, or a looser tier",
+            max(first_prefill / ttft_s, prof.tpot_s(1) / tpot_s))
+    batch_by_memory = min(MAX_BATCH, kv_tokens // (input_tokens + output_tokens))
+    mean_prefill = prof.prefill_s(input_tokens)
+
+    def point(rate: float) -> tuple[int, float, float] | None:
+        """(batch, p99 TTFT, p99 TPOT) at arrival `rate`, or None if the tier is missed."""
+        share = rate * mean_prefill
+        if share >= MAX_PREFILL_SHARE:
+            return None
+        budget = tpot_s * (1 - share)
+        if prof.tpot_per_seq_s > 0:
+            batch = int((budget - prof.tpot_fixed_s) / prof.tpot_per_seq_s)
+        else:
+            batch = MAX_BATCH
+        batch = min(batch, batch_by_memory)
+        if batch < 1:
+            return None
+        tpot = prof.tpot_s(batch) / (1 - share)
+        service = mean_prefill + output_tokens * tpot
+        ttft = first_prefill + _p99_wait_s(rate, batch, service)
+        return (batch, ttft, tpot) if ttft <= ttft_s else None
+
+    low, high = 0.0, max(1, batch_by_memory) / (mean_prefill + output_tokens * prof.tpot_s(1))
+    for _ in range(48):  # bisection to ~1e-14 of the range: feasibility falls with the rate
+        mid = (low + high) / 2
+        low, high = (mid, high) if point(mid) else (low, mid)
+    best = point(low) if low > 0 else None
+    if best is None:
+        raise TierUnmeetable(
+            f"{where} meets tier {tier.tier} only with no traffic: the p99 prompt's prefill "
+            f"leaves no TTFT slack for queueing; use a faster GPU, more tensor parallelism or a "
+            f"looser tier", 1.0)
+    batch, ttft, tpot = best
+    kv_needed = max(context, batch * (input_tokens + output_tokens)) * card.kv_bytes_per_token / 1e9
+    return ReplicaCapacity(
+        model=card.id, slice=prof.slice.label, batch=batch, qps=low,
+        output_tokens_per_s=low * output_tokens, ttft_p99_s=ttft, tpot_p99_s=tpot,
+        memory_needed_gb=weights + kv_needed,
+    )
+
+
+@dataclass(frozen=True)
+class RegionReplicas:
+    needed_at_peak: int  # replicas that serve peak with every zone up, before headroom
+    min_replicas: int
+    max_replicas: int
+    per_zone_max: int
+    zones: int
+    headroom: float  # fraction of peak held for autoscale lag
+    headroom_source: str
+    survives_zone_loss: bool  # False only in a one-zone region, where no spread can help
+
+    def capacity_qps(self, replica_qps: float, zones_lost: int = 0) -> float:
+        return self.per_zone_max * (self.zones - zones_lost) * replica_qps
+
+
+def _spread(replicas: int, zones: int) -> int:
+    """Replicas over `zones` so that losing any one zone keeps `replicas` running."""
+    if zones <= 1:
+        return replicas
+    return math.ceil(replicas / (zones - 1)) * zones
+
+
+def region_replicas(
+    peak_qps: float,
+    replica_qps: float,
+    zones: int,
+    tier: TierSpec,
+    cold_start_s: float,
+    growth_per_s: float | None = None,
+) -> RegionReplicas:
+    """Min and max replicas of a model in one region.
+
+    Headroom for autoscale lag: traffic that grows at `growth_per_s` (fraction of peak per second)
+    for one cold start (`serving.coldstart.budget(...).total_s`) before the new replica serves.
+    Without a measured growth rate the tier's `burst_headroom` is the stated default.
+    max: peak x (1 + headroom), spread so any one zone can be lost.
+    min: the headroom alone (what must already run while a scale-up from idle cold-starts),
+    spread the same way, and never below one replica per zone.
+    """
+    if replica_qps <= 0:
+        raise ValueError("replica_qps must be positive")
+    if growth_per_s is None:
+        headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
+    else:
+        headroom = growth_per_s * cold_start_s
+        source = f"growth {growth_per_s:g}/s x cold start {cold_start_s:.0f} s"
+    needed = math.ceil(peak_qps / replica_qps - 1e-9)
+    high = _spread(math.ceil(peak_qps * (1 + headroom) / replica_qps - 1e-9), zones)
+    low = min(high, max(zones, _spread(math.ceil(peak_qps * min(headroom, 1.0) / replica_qps), zones)))
+    return RegionReplicas(
+        needed_at_peak=needed, min_replicas=low, max_replicas=high,
+        per_zone_max=high // max(zones, 1), zones=zones, headroom=headroom,
+        headroom_source=source, survives_zone_loss=zones > 1,
+    )
+
+
+__all__ = [
+    "MAX_BATCH",
+    "P99_PROMPT_FACTOR",
+    "DoesNotFit",
+    "RegionReplicas",
+    "ReplicaCapacity",
+    "TierUnmeetable",
+    "kv_token_capacity",
+    "region_replicas",
+    "replica_capacity",
+]
