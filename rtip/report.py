@@ -35,6 +35,9 @@ def _clusters(record: Record) -> list[dict[str, Any]]:
                 "labels": p.inputs["labels"],
                 "taints": p.inputs["taints"],
                 "nvme_path": p.inputs.get("nvmePath"),
+                # Fields of the pool's cloud resources whose change replaces them (AKS MIG profile).
+                "replace_on_change": sorted({f for c in record.children(p.urn)
+                                             for f in c.options.get("replaceOnChanges", [])}),
             }
             for p in record.children(res.urn) if p.type == POOL_TYPE
         ]
@@ -106,13 +109,14 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
 
     pools = Table(title="GPU pools", title_justify="left")
     for col in ("cluster", "pool", "machine type", "GPU", "GPUs/node", "nodes", "sharing",
-                "zones", "NVMe cache"):
+                "zones", "NVMe cache", "change replaces"):
         pools.add_column(col)
     for c in doc["clusters"]:
         for p in c["pools"]:
             pools.add_row(c["name"], p["name"], p["machine_type"], p["gpu"],
                           str(p["gpus_per_node"]), f"{p['min_nodes']}-{p['max_nodes']}",
-                          p["sharing"], str(len(p["zones"])), p["nvme_path"] or "none")
+                          p["sharing"], str(len(p["zones"])), p["nvme_path"] or "none",
+                          ", ".join(p["replace_on_change"]) or "-")
     console.print(pools)
 
     models = Table(title="Models", title_justify="left")
