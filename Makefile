@@ -2,6 +2,7 @@
 # and `make test`. Everything installs into .venv from requirements.lock.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+CHECKOV_VENV ?= .venv-checkov
 STACK ?= dev
 
 .PHONY: plan test lint bench clean
@@ -12,17 +13,22 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
+$(CHECKOV_VENV)/.installed: requirements-checkov.lock
+	python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.lock
+	touch $@
+
 plan: $(VENV)/.installed
 	$(VENV)/bin/rtip plan $(STACK)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
-test: lint
-	$(PY) -m pytest
+test: lint $(CHECKOV_VENV)/.installed
+	RTIP_CHECKOV=$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/plan_speed.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis
