@@ -8,6 +8,7 @@ from typing import Any
 
 import pulumi
 
+from components.addons import ClusterAddons
 from components.aws import AwsCluster, aws_provider
 from components.azure import AzureCluster, azure_provider
 from components.contract import ClusterFacts, RegionStore
@@ -93,6 +94,8 @@ class Platform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self))
             namespaces = ClusterNamespaces(f"{cname}-ns", cluster.facts,
                                            opts=pulumi.ResourceOptions(parent=cluster))
+            ClusterAddons(f"{cname}-addons", cluster.facts, spec.is_prod,
+                          opts=pulumi.ResourceOptions(parent=cluster))
             if region.region in stores:
                 STORES[Cloud(region.cloud)].identity(
                     f"{cname}-models", cluster.facts, stores[region.region], provider,

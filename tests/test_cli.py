@@ -58,6 +58,13 @@ def test_json_lists_a_registry_copy_in_every_region(capsys) -> None:
         assert by_cloud[cloud]["source"] == by_cloud[cloud]["regions"][0]
 
 
+def test_plan_flags_immutable_pool_fields(capsys) -> None:
+    doc = plan_json(capsys, "prod")
+    pools = {(c["cloud"], p["name"]): p for c in doc["clusters"] for p in c["pools"]}
+    assert pools[("azure", "h100-mig")]["replace_on_change"] == ["gpuInstanceProfile"]
+    assert pools[("aws", "h100-mig")]["replace_on_change"] == []
+
+
 def test_json_marks_unbuilt_regions(capsys) -> None:
     doc = plan_json(capsys, "prod")
     # Only regions whose cloud has no row in CLUSTERS yet, so this holds as clouds land.
@@ -98,8 +105,8 @@ def test_out_writes_plan_and_manifests_per_cluster(tmp_path, capsys) -> None:
     assert doc["stack"] == "staging"
     folder = out / "rtip-staging-us-east-2"
     names = sorted(p.name for p in folder.iterdir())
-    assert names == ["namespace-rtip-models.yaml", "namespace-rtip-system.yaml",
-                     "serviceaccount-rtip-models-model-server.yaml"]
+    assert {"namespace-rtip-models.yaml", "namespace-rtip-system.yaml",
+            "serviceaccount-rtip-models-model-server.yaml", "helmrelease-kserve-resources.yaml"} <= set(names)
     ns = yaml.safe_load((folder / "namespace-rtip-models.yaml").read_text())
     assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "rtip-models"
 
@@ -113,4 +120,9 @@ def test_rendered_core_objects_validate_strictly(tmp_path, capsys, stack_name) -
     files = list(out.glob("*/*.yaml"))
     assert files
     for path in files:
-        kubernetes_validate.validate(yaml.safe_load(path.read_text()), version, strict=True)
+        doc = yaml.safe_load(path.read_text())
+        # Helm releases and custom resources are checked in tests/test_addons.py and test_crds.py.
+        group = doc.get("apiVersion", "").rpartition("/")[0]
+        if doc["kind"] == "HelmRelease" or ("." in group and not group.endswith(".k8s.io")):
+            continue
+        kubernetes_validate.validate(doc, version, strict=True)

@@ -1,0 +1,129 @@
+"""ClusterAddons: the platform services every cluster runs before any model lands on it.
+
+cert-manager, KServe (CRDs, then the controller in Standard mode with the local model cache),
+KEDA and kube-prometheus-stack are pinned Helm releases (serving/charts.py) with values from code;
+GPU enablement and the NVMe model cache follow the cluster's pools (components/addons_gpu.py).
+Every release names what it needs in `depends_on`, so CRDs exist before anything that uses them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.addons_gpu import GpuAddons, gpu_notes, model_cache
+from components.addons_helm import helm_release, namespace, resources
+from components.contract import ClusterFacts
+from serving.charts import ChartKey
+
+_SMALL = resources("50m", "64Mi", "500m", "256Mi")
+_CONTROLLER = resources("100m", "256Mi", "1", "1Gi")
+
+CERT_MANAGER_NAMESPACE = "cert-manager"
+KSERVE_NAMESPACE = "kserve"
+KEDA_NAMESPACE = "keda"
+MONITORING_NAMESPACE = "monitoring"
+
+# Pod Security admission per add-on namespace. node-exporter reads the host (hostNetwork, hostPID,
+# hostPath), so monitoring is privileged; the controllers need nothing beyond baseline.
+NAMESPACES: dict[str, str] = {
+    CERT_MANAGER_NAMESPACE: "baseline",
+    KSERVE_NAMESPACE: "baseline",
+    KEDA_NAMESPACE: "baseline",
+    MONITORING_NAMESPACE: "privileged",
+}
+
+
+def cert_manager_values(prod: bool) -> dict[str, Any]:
+    return {
+        "crds": {"enabled": True},
+        "replicaCount": 2 if prod else 1,
+        "resources": _CONTROLLER,
+        "webhook": {"replicaCount": 2 if prod else 1, "resources": _SMALL},
+        "cainjector": {"resources": _CONTROLLER},
+        "startupapicheck": {"resources": _SMALL},
+    }
+
+
+def kserve_values() -> dict[str, Any]:
+    return {"kserve": {
+        # Standard (plain Deployments) so KEDA, not Knative, owns scaling (FACTS.md section 6).
+        "controller": {"deploymentMode": "Standard", "resources": _CONTROLLER},
+        "localmodel": {"enabled": True},
+    }}
+
+
+def keda_values(prod: bool) -> dict[str, Any]:
+    return {
+        "operator": {"replicaCount": 2 if prod else 1},
+        "resources": {"operator": _CONTROLLER, "metricServer": _CONTROLLER, "webhooks": _SMALL},
+        "prometheus": {"operator": {"enabled": True, "serviceMonitor": {"enabled": True}},
+                       "metricServer": {"enabled": True, "serviceMonitor": {"enabled": True}}},
+    }
+
+
+def prometheus_values(prod: bool) -> dict[str, Any]:
+    # Without these the operator picks up only monitors and rules labelled with its own release,
+    # and the model servers' monitors and SLO rules would be silently ignored.
+    selectors_open = {f"{kind}SelectorNilUsesHelmValues": False for kind in (
+        "serviceMonitor", "podMonitor", "rule", "probe", "scrapeConfig")}
+    return {
+        "prometheus": {"prometheusSpec": {
+            **selectors_open,
+            "replicas": 2 if prod else 1,
+            "retention": "15d" if prod else "3d",
+            "resources": resources("500m", "2Gi", "2", "8Gi"),
+        }},
+        "alertmanager": {"alertmanagerSpec": {"replicas": 2 if prod else 1, "resources": _SMALL}},
+        "prometheusOperator": {"resources": _CONTROLLER},
+        "grafana": {"resources": _CONTROLLER},
+        "kube-state-metrics": {"resources": _CONTROLLER},
+        "prometheus-node-exporter": {"resources": _SMALL},
+    }
+
+
+class ClusterAddons(pulumi.ComponentResource):
+    """The serving stack's cluster services, created through `cluster.provider`."""
+
+    releases: dict[ChartKey, k8s.helm.v3.Release]
+
+    def __init__(self, name: str, cluster: ClusterFacts, prod: bool,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        cache, notes = model_cache(cluster)
+        super().__init__("rtip:k8s:ClusterAddons", name, {
+            "cluster": cluster.name,
+            "prod": prod,
+            "modelCache": cache,
+            "notes": notes + gpu_notes(cluster),
+        }, opts)
+        provider = cluster.provider
+        ns = {n: namespace(f"{name}-ns-{n}", n, level, self, provider) for n, level in NAMESPACES.items()}
+        rel: dict[ChartKey, k8s.helm.v3.Release] = {}
+        rel[ChartKey.CERT_MANAGER] = helm_release(
+            f"{name}-cert-manager", ChartKey.CERT_MANAGER, CERT_MANAGER_NAMESPACE,
+            cert_manager_values(prod), self, provider, [ns[CERT_MANAGER_NAMESPACE]])
+        # Monitoring comes early: its chart brings the ServiceMonitor CRD the others' monitors need.
+        rel[ChartKey.KUBE_PROMETHEUS_STACK] = helm_release(
+            f"{name}-kube-prometheus-stack", ChartKey.KUBE_PROMETHEUS_STACK, MONITORING_NAMESPACE,
+            prometheus_values(prod), self, provider, [ns[MONITORING_NAMESPACE]])
+        rel[ChartKey.KSERVE_CRD] = helm_release(
+            f"{name}-kserve-crd", ChartKey.KSERVE_CRD, KSERVE_NAMESPACE, {}, self, provider,
+            [ns[KSERVE_NAMESPACE]])
+        # The controller's webhooks take their certificates from cert-manager.
+        rel[ChartKey.KSERVE] = helm_release(
+            f"{name}-kserve", ChartKey.KSERVE, KSERVE_NAMESPACE, kserve_values(), self, provider,
+            [ns[KSERVE_NAMESPACE], rel[ChartKey.KSERVE_CRD], rel[ChartKey.CERT_MANAGER]])
+        rel[ChartKey.KEDA] = helm_release(
+            f"{name}-keda", ChartKey.KEDA, KEDA_NAMESPACE, keda_values(prod), self, provider,
+            [ns[KEDA_NAMESPACE], rel[ChartKey.KUBE_PROMETHEUS_STACK]])
+        self.gpu = GpuAddons(f"{name}-gpu", cluster, rel, opts=pulumi.ResourceOptions(parent=self))
+        rel.update(self.gpu.releases)
+        self.releases = rel
+        self.register_outputs({})
+
+
+__all__ = ["CERT_MANAGER_NAMESPACE", "KEDA_NAMESPACE", "KSERVE_NAMESPACE", "MONITORING_NAMESPACE",
+           "NAMESPACES", "ClusterAddons", "cert_manager_values", "keda_values", "kserve_values",
+           "prometheus_values"]

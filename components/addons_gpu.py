@@ -1,0 +1,232 @@
+"""GPU enablement and the NVMe model cache, from the pools on one cluster.
+
+NVIDIA: the GPU Operator where the cloud leaves something to do (EKS, AKS), told through two
+ConfigMaps what the pools' node labels select: the MIG manager's layouts (`nvidia.com/mig.config`)
+and the device plugin's time-slicing (`nvidia.com/device-plugin.config`). AMD: the ROCm GPU Operator
+and one DeviceConfig for the MI300X nodes. Model cache: a KServe LocalModelNodeGroup per GPU pool
+with local NVMe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.addons_helm import helm_release, namespace, resources
+from components.contract import ClusterFacts, PoolFacts
+from components.gpu_pools import LABEL_PREFIX
+from serving import gpu_config as gc
+from serving import manifests
+from serving.charts import IMAGES, ChartKey
+from serving.hardware import Cloud, Vendor, machine
+
+NVIDIA_NAMESPACE = "gpu-operator"
+AMD_NAMESPACE = "kube-amd-gpu"
+MIG_CONFIGMAP = "rtip-mig-parted-config"
+MIG_CONFIG_FILE = "config.yaml"
+DEVICE_PLUGIN_CONFIGMAP = "rtip-device-plugin-config"
+DCM_CONFIGMAP = "rtip-dcm-config"
+AMD_DEVICE_CONFIG = "rtip-mi300x"
+
+
+@dataclass(frozen=True)
+class NvidiaOnCloud:
+    """What the NVIDIA GPU Operator must do itself on one cloud's GPU nodes."""
+
+    operator: bool  # install the operator at all
+    driver: bool
+    toolkit: bool
+    mig_manager: bool  # cut MIG layouts from the node label
+    why: str
+
+
+NVIDIA_ON: dict[Cloud, NvidiaOnCloud] = {
+    # The AL2023 NVIDIA AMI (components/aws_nodes.py) ships the driver and container toolkit;
+    # nothing on EKS partitions MIG, so the operator's MIG manager does it from the node label.
+    Cloud.AWS: NvidiaOnCloud(True, False, False, True,
+                             "EKS AL2023 NVIDIA AMI brings driver and toolkit; MIG manager cuts layouts"),
+    # AKS installs the driver and runtime (`gpu_profile.driver=Install`) and cuts MIG itself from
+    # the pool's immutable `gpu_instance_profile`: a MIG manager acting on the same node label would
+    # try to repartition GPUs AKS owns, so it stays off and only the device plugin runs.
+    Cloud.AZURE: NvidiaOnCloud(True, False, False, False,
+                               "AKS installs the driver and partitions MIG from the agent pool"),
+    # GKE installs the driver and its own device plugin, and partitions and time-shares from the
+    # node pool's accelerator config: the operator would fight it.
+    Cloud.GCP: NvidiaOnCloud(False, False, False, False,
+                             "GKE brings driver, device plugin, MIG partitions and time-sharing"),
+}
+
+_DAEMON = resources("50m", "128Mi", "500m", "512Mi")
+
+
+def nvidia_values(on: NvidiaOnCloud, cfg: gc.NvidiaConfig, taint_keys: list[str]) -> dict[str, Any]:
+    tolerations = [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in taint_keys]
+    mig_manager = on.mig_manager and bool(cfg.mig_layouts)
+    return {
+        "operator": {"resources": resources("100m", "256Mi", "1", "1Gi")},
+        "driver": {"enabled": on.driver},
+        "toolkit": {"enabled": on.toolkit},
+        # With no MIG pool the strategy is moot; `single` is the chart's own default.
+        "mig": {"strategy": str(cfg.mig_strategy or gc.MigStrategy.SINGLE)},
+        "migManager": {"enabled": mig_manager, "resources": _DAEMON,
+                       **({"config": {"name": MIG_CONFIGMAP, "default": gc.MIG_DISABLED}}
+                          if mig_manager else {})},
+        "devicePlugin": {"resources": _DAEMON, "config": {
+            "name": DEVICE_PLUGIN_CONFIGMAP, "default": gc.DEVICE_PLUGIN_DEFAULT}},
+        "dcgmExporter": {"enabled": True, "resources": _DAEMON,
+                         "serviceMonitor": {"enabled": True, "interval": "15s"}},
+        "daemonsets": {"tolerations": tolerations},
+        "node-feature-discovery": {"worker": {"tolerations": tolerations}},
+    }
+
+
+def amd_values() -> dict[str, Any]:
+    operator = IMAGES["amd-gpu-operator"]
+    return {
+        # The toolkit applies its own DeviceConfig (serving/manifests.py); the chart's default one
+        # would select every AMD node with settings nobody reviewed.
+        "crds": {"defaultCR": {"install": False}},
+        "controllerManager": {"manager": {
+            "image": {"repository": operator.repository, "tag": operator.tag},
+            "imagePullPolicy": "IfNotPresent",
+            "resources": resources("100m", "256Mi", "1", "1Gi"),
+        }},
+    }
+
+
+def model_cache(cluster: ClusterFacts) -> tuple[dict[str, str | None], list[str]]:
+    """Each GPU pool's cache directory (None: no local NVMe) and the notes the plan shows."""
+    cache: dict[str, str | None] = {}
+    notes: list[str] = []
+    for pool in cluster.pools:
+        if pool.nvme_path is None:
+            cache[pool.name] = None
+            notes.append(f"pool {pool.name} has no local NVMe: its models stream weights from "
+                         f"the bucket (vLLM --load-format runai_streamer), no local model cache")
+        else:
+            cache[pool.name] = manifests.cache_path(pool.nvme_path)
+    return cache, notes
+
+
+def gpu_notes(cluster: ClusterFacts) -> list[str]:
+    """What the plan should say about GPU enablement the toolkit leaves to the cloud."""
+    if cluster.cloud is Cloud.GCP and any(p.vendor is Vendor.NVIDIA for p in cluster.pools):
+        # GKE's driver paths and its own device plugin make an in-cluster DCGM exporter a fork
+        # of GKE's setup; GKE ships DCGM metrics itself, switched on in the cluster's monitoring.
+        return ["GKE: no NVIDIA operator and no in-cluster DCGM exporter; GPU metrics come from "
+                "GKE's managed DCGM metrics (cluster monitoring config)"]
+    return []
+
+
+def _taint_keys(pools: list[PoolFacts]) -> list[str]:
+    return sorted({t.key for p in pools for t in p.taints})
+
+
+class GpuAddons(pulumi.ComponentResource):
+    """GPU operators, their configs and the model cache; `platform` are ClusterAddons' releases."""
+
+    releases: dict[ChartKey, k8s.helm.v3.Release]
+
+    def __init__(self, name: str, cluster: ClusterFacts,
+                 platform: dict[ChartKey, k8s.helm.v3.Release],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        nvidia = [p for p in cluster.pools if p.vendor is Vendor.NVIDIA]
+        amd = [p for p in cluster.pools if p.vendor is Vendor.AMD]
+        cfg = gc.nvidia_config(nvidia)
+        on = NVIDIA_ON[cluster.cloud]
+        super().__init__("rtip:k8s:GpuAddons", name, {
+            "cluster": cluster.name,
+            "nvidiaOperator": bool(nvidia) and on.operator,
+            "nvidiaWhy": on.why,
+            "migStrategy": str(cfg.mig_strategy) if cfg.mig_strategy and on.operator else None,
+            "amdOperator": bool(amd),
+        }, opts)
+        self._provider = cluster.provider
+        self.releases = {}
+        monitoring = platform[ChartKey.KUBE_PROMETHEUS_STACK]
+        if nvidia and on.operator:
+            self._nvidia(name, on, cfg, nvidia, monitoring)
+        if amd:
+            self._amd(name, amd, platform[ChartKey.CERT_MANAGER], monitoring)
+        self._cache(name, cluster, [platform[ChartKey.KSERVE_CRD], platform[ChartKey.KSERVE]])
+        self.register_outputs({})
+
+    def _opts(self, after: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=after or [])
+
+    def _configmap(self, name: str, ns: k8s.core.v1.Namespace, cm: str, namespace_name: str,
+                   data: dict[str, str]) -> k8s.core.v1.ConfigMap:
+        return k8s.core.v1.ConfigMap(name, metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=cm, namespace=namespace_name, labels=dict(manifests.MANAGED)),
+            data=data, opts=self._opts([ns]))
+
+    def _nvidia(self, name: str, on: NvidiaOnCloud, cfg: gc.NvidiaConfig, pools: list[PoolFacts],
+                monitoring: pulumi.Resource) -> None:
+        # The operator's daemons touch the host (driver state, device nodes): privileged namespace.
+        ns = namespace(f"{name}-ns-nvidia", NVIDIA_NAMESPACE, "privileged", self, self._provider)
+        after: list[pulumi.Resource] = [ns, monitoring]  # DCGM's ServiceMonitor needs the CRD
+        plugin = gc.device_plugin_configs(cfg.time_slicing, cfg.mig_strategy)
+        after.append(self._configmap(
+            f"{name}-device-plugin-config", ns, DEVICE_PLUGIN_CONFIGMAP, NVIDIA_NAMESPACE,
+            {key: yaml.safe_dump(doc, sort_keys=False) for key, doc in plugin.items()}))
+        if on.mig_manager and cfg.mig_layouts:
+            after.append(self._configmap(
+                f"{name}-mig-config", ns, MIG_CONFIGMAP, NVIDIA_NAMESPACE,
+                {MIG_CONFIG_FILE: yaml.safe_dump(gc.mig_parted_config(cfg.mig_layouts),
+                                                 sort_keys=False)}))
+        self.releases[ChartKey.NVIDIA_GPU_OPERATOR] = helm_release(
+            f"{name}-nvidia-gpu-operator", ChartKey.NVIDIA_GPU_OPERATOR, NVIDIA_NAMESPACE,
+            nvidia_values(on, cfg, _taint_keys(pools)), self, self._provider, after)
+
+    def _amd(self, name: str, pools: list[PoolFacts], cert_manager: pulumi.Resource,
+             monitoring: pulumi.Resource) -> None:
+        ns = namespace(f"{name}-ns-amd", AMD_NAMESPACE, "privileged", self, self._provider)
+        # The operator's webhooks take certificates from cert-manager.
+        release = helm_release(f"{name}-amd-gpu-operator", ChartKey.AMD_GPU_OPERATOR, AMD_NAMESPACE,
+                               amd_values(), self, self._provider, [ns, cert_manager, monitoring])
+        self.releases[ChartKey.AMD_GPU_OPERATOR] = release
+        after: list[pulumi.Resource] = [release]
+        profiles = gc.amd_partitions(pools)
+        if profiles:
+            after.append(self._configmap(f"{name}-dcm-config", ns, DCM_CONFIGMAP, AMD_NAMESPACE,
+                                         {"config.json": gc.dcm_config_json(profiles)}))
+        gpus = sorted({p.labels[f"{LABEL_PREFIX}/gpu"] for p in pools})
+        if len(gpus) != 1:
+            raise ValueError(f"cluster AMD pools {[p.name for p in pools]} mix GPU models {gpus}: "
+                             f"one DeviceConfig selects one model")
+        body = manifests.amd_device_config(manifests.AmdDeviceConfigInput(
+            name=AMD_DEVICE_CONFIG, namespace=AMD_NAMESPACE, selector={f"{LABEL_PREFIX}/gpu": gpus[0]},
+            taint_keys=tuple(_taint_keys(pools)), dcm_configmap=DCM_CONFIGMAP if profiles else None))
+        _custom_resource(f"{name}-device-config", body, self._opts(after))
+
+    def _cache(self, name: str, cluster: ClusterFacts, kserve: list[pulumi.Resource]) -> None:
+        cached = [p for p in cluster.pools if p.nvme_path is not None]
+        if not cached:
+            return
+        storage_class = k8s.storage.v1.StorageClass(
+            f"{name}-local-models", metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=manifests.CACHE_STORAGE_CLASS, labels=dict(manifests.MANAGED)),
+            # Local volumes have no provisioner; binding waits for the pod so the PV's node wins.
+            provisioner="kubernetes.io/no-provisioner", volume_binding_mode="WaitForFirstConsumer",
+            reclaim_policy="Delete", opts=self._opts())
+        for pool in cached:
+            shape = machine(cluster.cloud, pool.machine_type)
+            assert shape is not None and pool.nvme_path is not None  # pool_facts resolved both
+            body = manifests.local_model_node_group(pool.name, pool.nvme_path, shape.local_nvme_gb)
+            _custom_resource(f"{name}-cache-{pool.name}", body, self._opts([*kserve, storage_class]))
+
+
+def _custom_resource(name: str, body: dict[str, Any],
+                     opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name, api_version=body["apiVersion"], kind=body["kind"], metadata=body["metadata"],
+        spec=body["spec"], opts=opts)
+
+
+__all__ = ["AMD_DEVICE_CONFIG", "AMD_NAMESPACE", "DCM_CONFIGMAP", "DEVICE_PLUGIN_CONFIGMAP",
+           "MIG_CONFIGMAP", "MIG_CONFIG_FILE", "NVIDIA_NAMESPACE", "NVIDIA_ON", "GpuAddons",
+           "NvidiaOnCloud", "amd_values", "gpu_notes", "model_cache", "nvidia_values"]

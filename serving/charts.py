@@ -1,0 +1,120 @@
+"""The pinned Helm charts and container images every cluster's serving stack is built from.
+
+One table each, so promoting a stack means changing a version here and nowhere else. Chart
+versions are FACTS.md section 6 (newest stable seen upstream); a release asks for its chart by key
+and gets a clear error for anything not pinned, never a floating `latest`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class UnpinnedError(ValueError):
+    """A chart or image the toolkit would deploy has no pinned version."""
+
+
+class ChartKey(StrEnum):
+    CERT_MANAGER = "cert-manager"
+    KSERVE_CRD = "kserve-crd"
+    KSERVE = "kserve-resources"
+    KEDA = "keda"
+    NVIDIA_GPU_OPERATOR = "gpu-operator"
+    AMD_GPU_OPERATOR = "gpu-operator-charts"
+    KUBE_PROMETHEUS_STACK = "kube-prometheus-stack"
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    repo: str  # an `oci://` registry path or an HTTP chart repository
+    version: str
+
+    @property
+    def is_oci(self) -> bool:
+        return self.repo.startswith("oci://")
+
+    @property
+    def reference(self) -> str:
+        """What `helm install` takes as the chart: OCI charts by full path, others by name."""
+        return f"{self.repo}/{self.name}" if self.is_oci else self.name
+
+
+# FACTS.md section 6; the KServe, KEDA, NVIDIA and AMD versions match the CRD snapshots in
+# ../shared/crds/SOURCES.md, so the schemas the tests validate against are the ones installed.
+CHARTS: dict[ChartKey, Chart] = {
+    ChartKey.CERT_MANAGER: Chart("cert-manager", "oci://quay.io/jetstack/charts", "v1.21.1"),
+    ChartKey.KSERVE_CRD: Chart("kserve-crd", "oci://ghcr.io/kserve/charts", "v0.20.0"),
+    ChartKey.KSERVE: Chart("kserve-resources", "oci://ghcr.io/kserve/charts", "v0.20.0"),
+    ChartKey.KEDA: Chart("keda", "https://kedacore.github.io/charts", "2.20.2"),
+    ChartKey.NVIDIA_GPU_OPERATOR: Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.7.0"),
+    ChartKey.AMD_GPU_OPERATOR: Chart("gpu-operator-charts", "https://rocm.github.io/gpu-operator", "v1.5.1"),
+    ChartKey.KUBE_PROMETHEUS_STACK: Chart(
+        "kube-prometheus-stack", "oci://ghcr.io/prometheus-community/charts", "88.5.3"),
+}
+
+
+def chart(key: str) -> Chart:
+    """The pinned chart for `key`; an unknown chart is an error, not a floating install."""
+    try:
+        return CHARTS[ChartKey(key)]
+    except ValueError:
+        raise UnpinnedError(
+            f"chart {key!r} has no pinned version: pinned charts are "
+            f"{', '.join(sorted(CHARTS))} (serving/charts.py)") from None
+
+
+@dataclass(frozen=True)
+class Image:
+    repository: str
+    tag: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+
+# Images the toolkit names itself (charts pin their own through the chart version). The AMD
+# operator's DeviceConfig defaults its device plugin and node labeller to `:latest`, so they are
+# pinned here. Tags: the metrics exporter and config manager as ROCm/gpu-operator's chart values
+# name them; the device plugin and labeller as ROCm's public DeviceConfig examples pin them.
+# Not rechecked against the v1.5.1 release notes: recheck before promoting.
+IMAGES: dict[str, Image] = {
+    "amd-device-plugin": Image("docker.io/rocm/k8s-device-plugin", "1.31.0.10"),
+    "amd-node-labeller": Image("docker.io/rocm/k8s-device-plugin", "labeller-1.31.0.10"),
+    "amd-metrics-exporter": Image("docker.io/rocm/device-metrics-exporter", "v1.4.0"),
+    "amd-config-manager": Image("docker.io/rocm/device-config-manager", "v1.4.0"),
+    "amd-utils": Image("docker.io/rocm/gpu-operator-utils", "v1.4.0"),
+    # The chart's own controller default is the `dev` tag on the main branch: pin the release.
+    "amd-gpu-operator": Image("docker.io/rocm/gpu-operator", "v1.5.1"),
+}
+
+# Tags that name no fixed content: an image deployed with one can change under a running stack.
+_FLOATING_TAGS = frozenset({"", "latest", "stable", "main", "master", "dev", "nightly"})
+
+
+def pinned_ref(ref: str, what: str) -> str:
+    """`ref` itself when it carries a fixed tag or digest; `what` names the user of the image."""
+    if "@sha256:" in ref:
+        return ref
+    name, _, tag = ref.rpartition(":")
+    # A colon inside the registry host (`host:5000/img`) is a port, not a tag.
+    if not name or "/" in tag:
+        tag = ""
+    if tag.lower() in _FLOATING_TAGS or tag.lower().endswith("-latest"):
+        raise UnpinnedError(f"{what}: image {ref!r} has no pinned tag (pin a version or a digest)")
+    return ref
+
+
+def image(key: str) -> str:
+    """The pinned reference of a toolkit image by key."""
+    pinned = IMAGES.get(key)
+    if pinned is None:
+        raise UnpinnedError(f"image {key!r} is not in the pinned image table (serving/charts.py): "
+                            f"pinned images are {', '.join(sorted(IMAGES))}")
+    return pinned_ref(pinned.ref, key)
+
+
+__all__ = ["CHARTS", "IMAGES", "Chart", "ChartKey", "Image", "UnpinnedError", "chart", "image",
+           "pinned_ref"]
