@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import jsonschema
-import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,7 +58,6 @@ def test_bounds_fallback_and_behavior_follow_the_replicas_and_cold_start() -> No
     assert down["policies"][0]["value"] == reps.zones
 
 
-@pytest.mark.skipif(not CRD.is_file(), reason="../shared/crds not present")
 def test_scaled_object_validates_against_the_keda_crd() -> None:
     scaling, _, _ = _scaling(Tier.INTERACTIVE)
     crd = yaml.safe_load(CRD.read_text())

@@ -20,7 +20,6 @@ LLAMA_8B = CATALOG["llama-3.1-8b-instruct"]
 LLAMA_70B = CATALOG["llama-3.3-70b-instruct"]
 
 
-@pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/traces not present")
 def test_references_are_the_least_squares_fits_of_the_csvs() -> None:
     fitted = {(r.model, r.gpu, r.tensor_parallel): r
               for path in sorted(TRACES.glob("profile_sageserve_*.csv")) for r in fit_file(path)}
