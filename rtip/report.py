@@ -61,6 +61,14 @@ def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
                      "source": plan.replicas_source},
         "cost_per_replica_hour": p.cost_per_replica_hour,
         "cold_start_s": plan.cold_start.to_json(),
+        "throughput": {
+            "qps": round(plan.capacity.qps, 3),
+            "output_tokens_per_s": round(plan.capacity.output_tokens_per_s, 1),
+            "batch": plan.capacity.batch,
+            "ttft_p99_ms": round(plan.capacity.ttft_p99_s * 1000, 1),
+            "tpot_p99_ms": round(plan.capacity.tpot_p99_s * 1000, 1),
+        },
+        "headroom": round(plan.headroom, 3),
         "source_uri": plan.source_uri,
     }
 
@@ -89,6 +97,9 @@ def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> 
         "unbuilt_regions": unbuilt,
         "registries": registries,
         "models": [_model(m, spec) for m in models],
+        # GPU $/h of the models' slices: at peak (max replicas) and at the floor (min replicas).
+        "cost_per_hour": round(sum(m.cost_per_hour_at_max for m in models), 2),
+        "cost_per_hour_min": round(sum(m.cost_per_hour_at_min for m in models), 2),
         "resource_counts": dict(sorted(counts.items())),
         "resources": [r.to_json() for r in record.resources],
         "outputs": record.outputs,
@@ -121,16 +132,21 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
 
     models = Table(title="Models", title_justify="left")
     for col in ("model", "region", "tier", "pool", "slice", "slice GB", "needs GB", "TP", "weights",
-                "replicas", "$/h each", "cold start s", "warm node s"):
+                "QPS/replica", "p99 TTFT ms", "p99 TPOT ms", "replicas", "$/h each", "cold start s",
+                "warm node s"):
         models.add_column(col)
     for m in doc["models"]:
         models.add_row(m["name"], m["region"], m["tier"], m["pool"], m["slice"],
                        f"{m['slice_memory_gb']:g}", f"{m['memory_needed_gb']:g}",
                        str(m["tensor_parallel"]), m["quantization"],
+                       f"{m['throughput']['qps']:g}", f"{m['throughput']['ttft_p99_ms']:g}",
+                       f"{m['throughput']['tpot_p99_ms']:g}",
                        f"{m['replicas']['min']}-{m['replicas']['max']}",
                        f"{m['cost_per_replica_hour']:.2f}", f"{m['cold_start_s']['total_s']:g}",
                        f"{m['cold_start_s']['warm_node_s']:g}")
     console.print(models)
+    console.print(f"GPU cost of the models: ${doc['cost_per_hour']:,.2f}/h at peak, "
+                  f"${doc['cost_per_hour_min']:,.2f}/h at the replica floor")
 
     stores = Table(title="Registries and weights stores", title_justify="left")
     for col in ("cloud", "source region", "copies in"):

@@ -56,8 +56,13 @@ def candidates(
     allowed_quantization: Sequence[Quantization] = (),
     tensor_parallel: int | None = None,
     context_tokens: int | None = None,
+    exhaustive: bool = False,
 ) -> list[Placement]:
-    """Every feasible (pool, slice, TP, variant) for the model, cheapest first."""
+    """Feasible (pool, slice, TP, variant) placements for the model, cheapest first.
+
+    By default only the smallest fit per slice: the lowest TP degree and the native weights where
+    they fit. `exhaustive` keeps every TP degree and every allowed variant, for callers that rank
+    by latency-limited throughput (a higher TP or an FP8 variant can be what meets a tier)."""
     found: list[Placement] = []
     for option in options:
         for sl in option.slices:
@@ -80,10 +85,12 @@ def candidates(
                         cost_per_replica_hour=round(sl.node_price_share * tp, 4),
                         max_replicas=per_node * option.max_nodes,
                     ))
-                    break  # the smallest fitting variant at this TP is native-first by design
+                    if not exhaustive:
+                        break  # the smallest fitting variant at this TP is native-first by design
                 else:
                     continue
-                break  # the lowest TP that fits this slice is the cheapest for it
+                if not exhaustive:
+                    break  # the lowest TP that fits this slice is the cheapest for it
     return sorted(found, key=lambda p: (p.cost_per_replica_hour, p.tensor_parallel, p.pool))
 
 

@@ -35,6 +35,8 @@ class Slice:
     memory_gb: float
     per_node: int  # how many of this slice one node offers
     node_price_share: float  # $/h of the node this slice accounts for
+    mig_profile: str | None = None  # the MIG profile of a MIG slice
+    shares: int = 1  # time-sliced replicas or AMD partitions per GPU
 
 
 def mig_resource(shape: MachineShape, profile: str) -> str:
@@ -67,17 +69,17 @@ def node_slices(
             # Price each instance by its share of the GPU's compute actually used by the layout.
             share = profile.compute_slices / total_compute * shape.price_per_hour / shape.gpu_count
             slices.append(Slice(mode, mig_resource(shape, name), profile.memory_gb,
-                                count * shape.gpu_count, share))
+                                count * shape.gpu_count, share, mig_profile=name))
         return slices
     if mode is SharingMode.TIME_SLICE:
         # Time-sliced replicas share one GPU's memory with no partitioning: each may use its share.
         n = time_slice_replicas
         return [Slice(mode, whole, gpu.memory_gb / n, n * shape.gpu_count,
-                      shape.price_per_hour / shape.gpu_count / n)]
+                      shape.price_per_hour / shape.gpu_count / n, shares=n)]
     if mode is SharingMode.PARTITION:
         n = partitions_per_gpu
         return [Slice(mode, whole, gpu.memory_gb / n, n * shape.gpu_count,
-                      shape.price_per_hour / shape.gpu_count / n)]
+                      shape.price_per_hour / shape.gpu_count / n, shares=n)]
     return [Slice(mode, whole, gpu.memory_gb, shape.gpu_count,
                   shape.price_per_hour / shape.gpu_count)]
 

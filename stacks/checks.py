@@ -19,7 +19,7 @@ from serving.models import CATALOG, Quantization
 from serving.placement import candidates
 from serving.tiers import TIERS, Tier
 from stacks.netplan import address_plan
-from stacks.plan import model_options, tier_of
+from stacks.plan import model_options, size_model, tier_of
 from stacks.schema import (
     AmdPartitioning,
     GcpRegion,
@@ -29,6 +29,7 @@ from stacks.schema import (
     StackSpec,
     TimeSlicing,
 )
+from stacks.sizing import SizingError
 
 # Clouds that partition MIG GPUs themselves, with one profile per node pool (FACTS.md section 4:
 # GKE `gpu_partition_size`, AKS `gpu_instance_profile`).
@@ -274,6 +275,13 @@ def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec, bad_regions: se
             yield Problem(f"{at}", f"{card.id} ({weights:g} GB BF16 weights plus KV cache) fits "
                           f"no slice of {where}: {have}; {fix}add a pool with more GPU memory or "
                           "raise tensor_parallel")
+            continue
+        try:
+            size_model(spec, model, region)
+        except SizingError as err:
+            yield Problem(f"{at}", f"{card.id} at {model.peak_qps:g} QPS cannot meet tier {tier} in "
+                          f"{region.region}: {err}. Fix: a bigger or whole GPU, more nodes "
+                          "(max_nodes), allowed_quantization, a lower peak_qps or a looser tier")
 
 
 def _check_tenants(spec: StackSpec) -> Iterator[Problem]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from serving import coldstart
+from serving.capacity import ReplicaCapacity
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud
 from serving.models import CATALOG
@@ -13,6 +13,7 @@ from serving.tiers import TIERS, Tier
 from stacks import pools
 from stacks.naming import source_uri
 from stacks.schema import GpuPoolSpec, ModelSpec, RegionSpec, StackSpec, TimeSlicing
+from stacks.sizing import Sized, size
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,16 @@ class ModelRegionPlan:
     replicas_source: str  # "spec" or the rule that set them
     cold_start: ColdStart
     source_uri: str  # the model in this region's own weights store
+    capacity: ReplicaCapacity  # one replica's latency-limited operating point
+    headroom: float  # fraction of peak held above it for autoscale lag
 
     @property
     def cost_per_hour_at_min(self) -> float:
         return round(self.placement.cost_per_replica_hour * self.min_replicas, 4)
+
+    @property
+    def cost_per_hour_at_max(self) -> float:
+        return round(self.placement.cost_per_replica_hour * self.max_replicas, 4)
 
 
 def tier_of(spec: StackSpec, model: ModelSpec) -> Tier:
@@ -66,41 +73,48 @@ def model_options(spec: StackSpec, model: ModelSpec, region: RegionSpec) -> list
     ]
 
 
-def plan_models(spec: StackSpec) -> list[ModelRegionPlan]:
-    """Cheapest fitting placement per model and region; replicas from the spec or one per zone.
+def size_model(spec: StackSpec, model: ModelSpec, region: RegionSpec) -> Sized:
+    """The cheapest placement of `model` in `region` that serves its peak within its tier.
 
-    `stacks.checks` has already proven a placement exists for every model and region.
+    Raises SizingError when none does (stacks.checks turns that into a problem at the model)."""
+    card = CATALOG[model.catalog]
+    options = model_options(spec, model, region)
+    placements = candidates(card, options, model.allowed_quantization, model.tensor_parallel,
+                            model.max_model_len, exhaustive=True)
+    shapes = {p.name: pools.shape_of(region.cloud, p) for p in region.gpu_pools}
+    zones = {o.pool: o.zones for o in options}
+    return size(card, TIERS[tier_of(spec, model)], model.peak_qps, model.tokens.input_tokens,
+                model.tokens.output_tokens, model.max_model_len, placements, shapes, zones,
+                Cloud(region.cloud))
+
+
+def plan_models(spec: StackSpec) -> list[ModelRegionPlan]:
+    """Per model and region: placement and replicas sized from the tier (or the spec's replicas).
+
+    `stacks.checks` has already proven every model can be sized in every region it runs in.
     """
     plans: list[ModelRegionPlan] = []
     for model in spec.models:
         card = CATALOG[model.catalog]
-        tier = tier_of(spec, model)
         for region in spec.regions:
             if model.regions is not None and region.region not in model.regions:
                 continue
-            options = model_options(spec, model, region)
-            best = candidates(card, options, model.allowed_quantization, model.tensor_parallel,
-                              model.max_model_len)[0]
-            zones = next(o.zones for o in options if o.pool == best.pool)
+            sized = size_model(spec, model, region)
             if model.replicas is not None:
                 low, high, source = model.replicas.min, model.replicas.max, "spec"
             else:
-                # One replica per zone the pool spans keeps the model up through a zone loss.
-                low = zones
-                high = max(low, best.max_replicas)
-                source = "one per zone; max what the pool holds"
-            pool = next(p for p in region.gpu_pools if p.name == best.pool)
-            weights_gb = card.weights_for(best.quantization) or card.weights_gb
-            nvme_gb = pools.shape_of(region.cloud, pool).local_nvme_gb
+                low, high = sized.replicas.min_replicas, sized.replicas.max_replicas
+                source = (f"peak {model.peak_qps:g} QPS / {sized.capacity.qps:.2f} QPS a replica, "
+                          f"+{sized.replicas.headroom:.0%} headroom, one zone lost")
             plans.append(ModelRegionPlan(
                 model=model.name, catalog=card.id, region=region.region, cloud=region.cloud,
-                tier=tier, peak_qps=model.peak_qps, placement=best, min_replicas=low,
-                max_replicas=high, replicas_source=source,
-                cold_start=coldstart.budget(Cloud(region.cloud), weights_gb,
-                                            nvme_cache=nvme_gb >= weights_gb),
+                tier=tier_of(spec, model), peak_qps=model.peak_qps, placement=sized.placement,
+                min_replicas=low, max_replicas=high, replicas_source=source,
+                cold_start=sized.cold_start,
                 source_uri=model.source_uri or source_uri(spec, region, model.name),
+                capacity=sized.capacity, headroom=sized.replicas.headroom,
             ))
     return plans
 
 
-__all__ = ["ModelRegionPlan", "model_options", "plan_models", "tier_of"]
+__all__ = ["ModelRegionPlan", "model_options", "plan_models", "size_model", "tier_of"]

@@ -13,6 +13,7 @@ from components.platform import CLUSTERS
 from rtip.cli import main
 from rtip.stackfile import PROJECT_DIR
 from serving.hardware import Cloud
+from serving.tiers import TIERS, Tier
 from tests.conftest import spec_of
 
 
@@ -80,13 +81,21 @@ def test_json_models_carry_their_placement(capsys) -> None:
     big = by[("llama-70b", "us-east-1")]
     assert big["pool"] == "h100" and big["tensor_parallel"] >= 2 and big["slice"] == "nvidia.com/gpu"
     assert by[("llama-70b", "eastus")]["slice"] == "amd.com/gpu"
-    assert by[("llama-8b", "us-east-1")]["slice"].startswith("nvidia.com/mig-")
+    assert by[("qwen-vl", "us-east-1")]["slice"].startswith("nvidia.com/mig-")
     # GKE advertises its own MIG partitions as whole GPUs of the partitioned node.
-    gke = by[("llama-8b", "us-central1")]
+    gke = by[("qwen-vl", "us-central1")]
     assert (gke["slice"], gke["slice_mode"], gke["slice_memory_gb"]) == ("nvidia.com/gpu", "mig", 40)
+    assert by[("llama-8b", "us-east-1")]["quantization"] == "fp8"  # allowed, and what meets the tier
     for m in doc["models"]:
         assert m["memory_needed_gb"] <= m["slice_memory_gb"] * m["tensor_parallel"]
-        assert m["replicas"]["min"] >= 3  # one per zone, three zones
+        assert m["replicas"]["min"] >= 3  # at least one per zone, three zones
+        t = m["throughput"]
+        assert t["ttft_p99_ms"] <= TIERS[Tier(m["tier"])].ttft_p99_ms
+        assert t["tpot_p99_ms"] <= TIERS[Tier(m["tier"])].tpot_p99_ms
+        # Losing any one of the three zones still serves peak.
+        assert m["replicas"]["max"] // 3 * 2 * t["qps"] >= m["peak_qps"]
+    assert doc["cost_per_hour"] == pytest.approx(
+        sum(m["replicas"]["max"] * m["cost_per_replica_hour"] for m in doc["models"]), abs=0.01)
 
 
 def test_stack_file_anywhere(tmp_path, capsys) -> None:
