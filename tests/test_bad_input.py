@@ -226,3 +226,19 @@ def test_prod_gcp_needs_the_project_number(tmp_path, capsys) -> None:
     del doc["regions"][2]["project_number"]
     err = plan_fails(capsys, write_stack(tmp_path, doc))
     assert "rtip:platform.regions[2].project_number: prod encrypts GCP registries" in err
+
+
+def test_peak_the_pools_cannot_serve_within_the_tier(tmp_path, capsys) -> None:
+    err = plan_fails(capsys, write_stack(tmp_path, set_key(dev_platform(), ["models", 0, "peak_qps"], 50)))
+    line = next(ln for ln in err.splitlines() if "rtip:platform.models[0]:" in ln)
+    assert "at 50 QPS cannot meet tier batch in us-east-1" in line
+    assert "holds 12 replicas but peak needs" in line and "more nodes (max_nodes)" in line
+
+
+def test_tier_the_slice_cannot_meet_at_batch_one(tmp_path, capsys) -> None:
+    doc = set_key(dev_platform(), ["models", 1, "tier"], "standard")
+    doc = set_key(doc, ["models", 1, "catalog"], "qwen2.5-7b-instruct")
+    doc = set_key(doc, ["regions", 0, "gpu_pools", 0, "sharing"], {"mode": "whole"})
+    err = plan_fails(capsys, write_stack(tmp_path, doc))
+    line = next(ln for ln in err.splitlines() if "rtip:platform.models[1]:" in ln)
+    assert "misses tier standard at batch 1" in line and "looser tier" in line
