@@ -13,7 +13,7 @@ from serving.tiers import TIERS, Tier
 from stacks import pools
 from stacks.naming import source_uri
 from stacks.schema import GpuPoolSpec, ModelSpec, RegionSpec, StackSpec, TimeSlicing
-from stacks.sizing import Sized, size
+from stacks.sizing import Sized, SizingError, size
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,34 @@ def model_options(spec: StackSpec, model: ModelSpec, region: RegionSpec) -> list
 def size_model(spec: StackSpec, model: ModelSpec, region: RegionSpec) -> Sized:
     """The cheapest placement of `model` in `region` that serves its peak within its tier.
 
-    Raises SizingError when none does (stacks.checks turns that into a problem at the model)."""
+    Raises SizingError when none does (stacks.checks turns that into a problem at the model).
+    Validation, the program and the report all ask; specs are frozen, so the answer is cached on
+    what it depends on."""
+    return _size_model(model.model_dump_json(), region.model_dump_json(), spec.default_tier, spec,
+                       model, region)
+
+
+_SIZED: dict[tuple[str, str, str], Sized | SizingError] = {}
+_SIZED_KEPT = 4096
+
+
+def _size_model(model_json: str, region_json: str, default_tier: str, spec: StackSpec,
+                model: ModelSpec, region: RegionSpec) -> Sized:
+    key = (model_json, region_json, default_tier)
+    if key not in _SIZED:
+        if len(_SIZED) > _SIZED_KEPT:
+            _SIZED.clear()
+        try:
+            _SIZED[key] = _size_uncached(spec, model, region)
+        except SizingError as err:
+            _SIZED[key] = err
+    found = _SIZED[key]
+    if isinstance(found, SizingError):
+        raise found
+    return found
+
+
+def _size_uncached(spec: StackSpec, model: ModelSpec, region: RegionSpec) -> Sized:
     card = CATALOG[model.catalog]
     options = model_options(spec, model, region)
     placements = candidates(card, options, model.allowed_quantization, model.tensor_parallel,
