@@ -57,6 +57,20 @@ def gcp_provider(name: str, region: GcpRegion, labels: dict[str, str],
         project=region.project, region=region.region, default_labels=labels), opts=opts)
 
 
+def _secrets_key(name: str, region: GcpRegion, opts: pulumi.ResourceOptions,
+                 ) -> tuple[gcp.kms.CryptoKey, gcp.kms.CryptoKeyIAMMember]:
+    """A regional key for Kubernetes secrets, usable by the project's GKE service agent only."""
+    ring = gcp.kms.KeyRing(f"{name}-secrets", gcp.kms.KeyRingArgs(
+        name=f"{name}-secrets", location=region.region, project=region.project), opts=opts)
+    key = gcp.kms.CryptoKey(f"{name}-secrets", gcp.kms.CryptoKeyArgs(
+        name="gke-secrets", key_ring=ring.id, rotation_period="7776000s"), opts=opts)
+    agent = f"service-{region.project_number}@container-engine-robot.iam.gserviceaccount.com"
+    grant = gcp.kms.CryptoKeyIAMMember(f"{name}-secrets", gcp.kms.CryptoKeyIAMMemberArgs(
+        crypto_key_id=key.id, role="roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        member=f"serviceAccount:{agent}"), opts=opts)
+    return key, grant
+
+
 class GcpCluster(pulumi.ComponentResource):
     facts: ClusterFacts
 
@@ -84,6 +98,7 @@ class GcpCluster(pulumi.ComponentResource):
         # endpoint to the CIDRs they list, and stay private when they list none.
         private_endpoint = prod or not cidrs
         workload_pool = f"{project}.svc.id.goog"
+        secrets_key = _secrets_key(name, region, child) if prod else None
         cluster = gcp.container.Cluster(
             f"{name}-gke",
             gcp.container.ClusterArgs(
@@ -124,11 +139,15 @@ class GcpCluster(pulumi.ComponentResource):
                 node_config=gcp.container.ClusterNodeConfigArgs(
                     service_account=account.email, oauth_scopes=OAUTH_SCOPES),
                 deletion_protection=prod,
+                # Application-layer secrets encryption with a customer key, as on EKS.
+                database_encryption=gcp.container.ClusterDatabaseEncryptionArgs(
+                    state="ENCRYPTED", key_name=secrets_key[0].id) if secrets_key else None,
             ),
             # node_config describes only the removed default pool: a change there must not
             # replace the cluster.
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=grants, ignore_changes=["nodeConfig"])),
+                depends_on=[*grants, *(secrets_key[1:] if secrets_key else [])],
+                ignore_changes=["nodeConfig"])),
         )
         nodes_opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=grants))
         system = system_node_pool(

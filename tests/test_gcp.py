@@ -314,3 +314,18 @@ def test_account_ids_fit_gcp_limits() -> None:
         assert 6 <= len(short) <= 30 and short[0].isalpha() and not short.endswith("-")
     assert account_id("rtip-staging-northamerica-northeast1") != \
         account_id("rtip-staging-northamerica-northeast2")
+
+
+def test_prod_gke_encrypts_secrets_with_a_customer_key() -> None:
+    record = record_of("prod")
+    spec = spec_of("prod")
+    region = next(r for r in spec.regions if r.cloud == "gcp")
+    cluster = gke(record, region.region)
+    (key,) = [k for k in record.by_type("gcp:kms/cryptoKey:CryptoKey")
+              if record.get(k.parent).type == "rtip:gcp:Cluster"]
+    assert cluster.inputs["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": key.outputs["id"]}
+    (grant,) = [g for g in record.by_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+                if g.parent == key.parent]
+    assert grant.inputs["member"] == (f"serviceAccount:service-{region.project_number}"
+                                      "@container-engine-robot.iam.gserviceaccount.com")
+    assert grant.urn in cluster.dependencies

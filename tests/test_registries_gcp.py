@@ -47,10 +47,12 @@ def test_one_region_gets_a_regional_repository_and_bucket() -> None:
     assert bucket.inputs["versioning"] == {"enabled": True}
     assert bucket.inputs["uniformBucketLevelAccess"] is True
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
-    (key,) = record.by_type("gcp:kms/cryptoKey:CryptoKey")
+    (key,) = [k for k in record.by_type("gcp:kms/cryptoKey:CryptoKey")
+              if record.get(k.parent).type == "rtip:gcp:Registries"]
     assert bucket.inputs["encryption"]["defaultKmsKeyName"] == key.outputs["id"]
     assert repo.inputs["kmsKeyName"] == key.outputs["id"]
-    members = {m.inputs["member"] for m in record.by_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")}
+    members = {m.inputs["member"] for m in record.by_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+               if record.get(m.parent).type == "rtip:gcp:Registries"}
     number = gcp_region.project_number
     assert members == {f"serviceAccount:service-{number}@gcp-sa-artifactregistry.iam.gserviceaccount.com",
                        f"serviceAccount:service-{number}@gs-project-accounts.iam.gserviceaccount.com"}
