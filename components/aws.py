@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.aws_network import AwsNetwork
 from components.aws_nodes import gpu_node_group, system_node_group
-from components.contract import ClusterFacts, cluster_props
+from components.contract import ClusterFacts, cluster_props, public_api_cidrs
 from components.gpu_pools import GpuPool, pool_facts
 from serving.hardware import Cloud
 from stacks.schema import AwsRegion
@@ -105,7 +105,7 @@ class AwsCluster(pulumi.ComponentResource):
         ]
 
         private_subnets = [network.private_subnet_ids[z] for z in region.zones]
-        cidrs = [str(c) for c in region.api_access_cidrs]
+        cidrs = public_api_cidrs(region.api_access_cidrs)
         cluster = aws.eks.Cluster(
             f"{name}-eks",
             aws.eks.ClusterArgs(
@@ -115,10 +115,8 @@ class AwsCluster(pulumi.ComponentResource):
                 vpc_config=aws.eks.ClusterVpcConfigArgs(
                     subnet_ids=private_subnets,
                     endpoint_private_access=True,
-                    # Prod's API is reachable only from inside the VPC; other stacks may open it
-                    # to the CIDRs they list.
-                    endpoint_public_access=bool(cidrs) and not prod,
-                    public_access_cidrs=cidrs if cidrs and not prod else None,
+                    endpoint_public_access=bool(cidrs),
+                    public_access_cidrs=cidrs or None,
                 ),
                 access_config=aws.eks.ClusterAccessConfigArgs(
                     authentication_mode="API", bootstrap_cluster_creator_admin_permissions=True,

@@ -20,7 +20,7 @@ from pulumi_azure_native import resources
 
 from components.azure_network import DNS_SERVICE_IP, POD_CIDR, SERVICE_CIDR, AzureNetwork
 from components.azure_nodes import SYSTEM_VM_SIZE, gpu_agent_pool, system_pool_profile
-from components.contract import ClusterFacts, cluster_props
+from components.contract import ClusterFacts, cluster_props, public_api_cidrs
 from components.gpu_pools import GpuPool, pool_facts
 from serving.hardware import Cloud
 from stacks.pools import shape_of
@@ -133,8 +133,8 @@ class AzureCluster(pulumi.ComponentResource):
 
         # Prod's API server is private; elsewhere it is public only to the CIDRs the stack lists,
         # and private when it lists none (as on EKS).
-        cidrs = [str(c) for c in region.api_access_cidrs]
-        private = prod or not cidrs
+        cidrs = public_api_cidrs(region.api_access_cidrs)
+        private = not cidrs
         system = region.system_pool
         # Keyword arguments, not ManagedClusterArgs: the Args class names the cluster `resource_name`,
         # which collides with the resource's own first parameter in the 3.29 SDK (TypeError

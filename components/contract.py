@@ -6,6 +6,7 @@ reaches the cluster only through its Kubernetes provider.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -74,6 +75,12 @@ class RegionStore:
     weights_key: pulumi.Output[str] | None = None  # the customer key encrypting it (prod)
 
 
+def public_api_cidrs(api_access_cidrs: Sequence[object]) -> list[str]:
+    """Networks the cluster API is opened to from outside its network; empty means a private
+    endpoint only. One rule for every cloud: prod never lists any (stacks.checks rejects it)."""
+    return [str(c) for c in api_access_cidrs]
+
+
 def cluster_props(cloud: Cloud, region: str, zones: list[str], kubernetes_version: str) -> dict[str, object]:
     """The plain facts a cluster component registers as its inputs, so a plan can read them."""
     return {
@@ -100,4 +107,5 @@ def pool_props(pool: PoolFacts) -> dict[str, object]:
     }
 
 
-__all__ = ["ClusterFacts", "PoolFacts", "RegionStore", "Taint", "cluster_props", "pool_props"]
+__all__ = ["ClusterFacts", "PoolFacts", "RegionStore", "Taint", "cluster_props", "pool_props",
+           "public_api_cidrs"]

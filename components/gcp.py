@@ -8,7 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.contract import ClusterFacts, cluster_props
+from components.contract import ClusterFacts, cluster_props, public_api_cidrs
 from components.gcp_network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from components.gcp_nodes import (
     OAUTH_SCOPES,
@@ -93,10 +93,7 @@ class GcpCluster(pulumi.ComponentResource):
                              provider=provider, opts=pulumi.ResourceOptions(parent=self))
         account, grants = node_service_account(name, project, child)
 
-        cidrs = [str(c) for c in region.api_access_cidrs]
-        # Prod's API is reachable only from inside the VPC; other stacks open the public
-        # endpoint to the CIDRs they list, and stay private when they list none.
-        private_endpoint = prod or not cidrs
+        cidrs = public_api_cidrs(region.api_access_cidrs)
         workload_pool = f"{project}.svc.id.goog"
         secrets_key = _secrets_key(name, region, child) if prod else None
         cluster = gcp.container.Cluster(
@@ -119,12 +116,11 @@ class GcpCluster(pulumi.ComponentResource):
                     stack_type="IPV4",
                 ),
                 private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
-                    enable_private_nodes=True, enable_private_endpoint=private_endpoint,
+                    enable_private_nodes=True, enable_private_endpoint=not cidrs,
                 ),
                 master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
                     cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
-                        cidr_block=c, display_name=f"api-access-{i}") for i, c in enumerate(cidrs)]
-                    if not prod else [],
+                        cidr_block=c, display_name=f"api-access-{i}") for i, c in enumerate(cidrs)],
                     gcp_public_cidrs_access_enabled=False,
                 ),
                 # Dataplane V2 (eBPF) enforces NetworkPolicy itself: no Calico add-on.
