@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rtip import offline, render, report, weights
-from rtip.stackfile import StackFileError, load
+from rtip.stackfile import StackConfig, StackFileError, load
 from stacks.loader import SpecError, load_spec
 from stacks.plan import plan_models
 from stacks.schema import StackSpec
@@ -24,14 +24,22 @@ EXIT_BAD_INPUT = 2
 EXIT_ENGINE = 1
 
 
-def _plan(args: argparse.Namespace) -> int:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+def _stack(stack: str, err: Console) -> tuple[StackConfig, StackSpec] | None:
+    """The stack's config and validated spec, or None after printing every problem."""
     try:
-        config = load(args.stack)
-        spec = load_spec(config.platform, config.source)
+        config = load(stack)
+        return config, load_spec(config.platform, config.source)
     except (StackFileError, SpecError) as problem:
         err.print(str(problem), markup=False)
+        return None
+
+
+def _plan(args: argparse.Namespace) -> int:
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    loaded = _stack(args.stack, err)
+    if loaded is None:
         return EXIT_BAD_INPUT
+    config, spec = loaded
     try:
         record = offline.run(config)
     except offline.EngineError as problem:
@@ -52,20 +60,12 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec(stack: str, err: Console) -> StackSpec | None:
-    try:
-        config = load(stack)
-        return load_spec(config.platform, config.source)
-    except (StackFileError, SpecError) as problem:
-        err.print(str(problem), markup=False)
-        return None
-
-
 def _publish(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    spec = _spec(args.stack, err)
-    if spec is None:
+    loaded = _stack(args.stack, err)
+    if loaded is None:
         return EXIT_BAD_INPUT
+    spec = loaded[1]
     try:
         result = weights.publish(spec, args.model, Path(args.source))
     except weights.WeightsError as problem:
@@ -79,9 +79,10 @@ def _publish(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    spec = _spec(args.stack, err)
-    if spec is None:
+    loaded = _stack(args.stack, err)
+    if loaded is None:
         return EXIT_BAD_INPUT
+    spec = loaded[1]
     names = [args.model] if args.model else [m.name for m in spec.models]
     if args.model and args.model not in {m.name for m in spec.models}:
         err.print(f"rtip models status: model {args.model!r} is not in this stack", markup=False)

@@ -13,6 +13,7 @@ import gc
 import runpy
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +75,21 @@ class Record:
     def get(self, urn: str) -> Resource:
         return self._index[urn]
 
-    @property
+    @cached_property
     def _index(self) -> dict[str, Resource]:
+        # A record is complete when `run` returns it; lookups by URN and parent are then O(1).
         return {r.urn: r for r in self.resources}
 
+    @cached_property
+    def _children(self) -> dict[str, list[Resource]]:
+        by_parent: dict[str, list[Resource]] = {}
+        for r in self.resources:
+            if r.parent:
+                by_parent.setdefault(r.parent, []).append(r)
+        return by_parent
+
     def children(self, urn: str) -> list[Resource]:
-        return [r for r in self.resources if r.parent == urn]
+        return list(self._children.get(urn, []))
 
     def ancestors(self, resource: Resource) -> list[Resource]:
         index, chain, parent = self._index, [], resource.parent

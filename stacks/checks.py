@@ -27,6 +27,7 @@ from stacks.schema import (
     MigSharing,
     ModelSpec,
     StackSpec,
+    SystemPoolSpec,
     TimeSlicing,
 )
 from stacks.sizing import SizingError
@@ -101,7 +102,7 @@ def _check_regions(spec: StackSpec) -> Iterator[Problem]:
         if not MIN_PREFIX <= prefix <= MAX_PREFIX:
             yield Problem(f"{at}.network.cidr", f"{region.network.cidr} is a /{prefix}; expected a "
                           f"/{MIN_PREFIX} to /{MAX_PREFIX} to hold two subnets per zone")
-        yield from _check_system_pool(at, cloud, region.system_pool)
+        yield from _check_system_pool(at, region.system_pool)
         names = Counter(p.name for p in region.gpu_pools)
         if isinstance(region, GcpRegion):
             yield from _check_gke_capacity(at, region)
@@ -131,10 +132,10 @@ def _check_gke_capacity(at: str, region: GcpRegion) -> Iterator[Problem]:
                       "network (smaller prefix) or lower max_nodes")
 
 
-def _check_system_pool(at: str, cloud: Cloud, system: object) -> Iterator[Problem]:
-    min_nodes, max_nodes = system.min_nodes, system.max_nodes  # type: ignore[attr-defined]
-    if min_nodes > max_nodes:
-        yield Problem(f"{at}.system_pool", f"min_nodes {min_nodes} is above max_nodes {max_nodes}")
+def _check_system_pool(at: str, system: SystemPoolSpec) -> Iterator[Problem]:
+    if system.min_nodes > system.max_nodes:
+        yield Problem(f"{at}.system_pool", f"min_nodes {system.min_nodes} is above max_nodes "
+                      f"{system.max_nodes}")
 
 
 def _check_pool(at: str, cloud: Cloud, region_zones: list[str], pool: GpuPoolSpec) -> Iterator[Problem]:
