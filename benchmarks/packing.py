@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from serving import _options, _search, packing  # noqa: E402
+from serving import _search, capacity, packing  # noqa: E402
 from serving.hardware import MACHINES, Cloud  # noqa: E402
 from serving.models import CATALOG, Quantization  # noqa: E402
 from serving.packing import ModelDemand, PoolSpec  # noqa: E402
@@ -80,7 +80,7 @@ def pools(size: int) -> list[PoolSpec]:
 def run(size: int, seed: int) -> dict[str, object]:
     region = pools(size)
     demands = catalog(size, seed, region)
-    _options._capacity.cache_clear()
+    capacity.slice_capacity.cache_clear()
     _search.PACKS.clear()
     start = time.perf_counter()
     planned = packing.plan(demands, region)

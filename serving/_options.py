@@ -8,7 +8,6 @@ their reason kept, so a model with no option gets an error that says which fix a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 
 from serving import coldstart
 from serving.capacity import (
@@ -17,11 +16,11 @@ from serving.capacity import (
     ReplicaCapacity,
     TierUnmeetable,
     region_replicas,
-    replica_capacity,
+    slice_capacity,
 )
 from serving.hardware import GpuSpec, MachineShape, Vendor
-from serving.models import ModelCard, Quantization
-from serving.profiles import SliceKind, profile
+from serving.models import ModelCard, Quantization, quantizations
+from serving.profiles import SliceKind
 from serving.slices import SharingMode, mig_resource
 from serving.tiers import TierSpec
 
@@ -149,27 +148,6 @@ def kinds(pool: PoolSpec, demand: ModelDemand) -> list[SliceKind]:
     return found
 
 
-def quantizations(card: ModelCard, allowed: tuple[Quantization, ...], gpu: GpuSpec) -> list[Quantization]:
-    """Native weights plus the allowed variants the GPU has kernels for (FP8 needs FP8 tensor
-    cores; AWQ/w4a16 INT4 kernels are NVIDIA-only in vLLM's support table)."""
-    supported = {Quantization.FP8: gpu.fp8, Quantization.INT8: gpu.int8,
-                 Quantization.INT4: gpu.vendor is Vendor.NVIDIA}
-    return [Quantization.NONE] + [q for q in card.quantizations[1:] if q in allowed and supported[q]]
-
-
-@cache
-def _capacity(card: ModelCard, kind: SliceKind, q: Quantization, tier: TierSpec,
-              input_tokens: int, output_tokens: int, context: int | None) -> ReplicaCapacity | str:
-    """Memoised: stacks and catalogs repeat (card, slice, tier, token mix) far more than they
-    differ. Returns the rejection message instead of raising, so the cache holds failures too."""
-    try:
-        return replica_capacity(card, profile(card, kind, q), tier, input_tokens, output_tokens, context)
-    except DoesNotFit as err:
-        return f"DoesNotFit:0:{err}"
-    except TierUnmeetable as err:
-        return f"TierUnmeetable:{err.miss}:{err}"
-
-
 def options_for(index: int, demand: ModelDemand, pools: list[PoolSpec], why: Rejections) -> list[Option]:
     """The non-dominated options of one model: per pool and resource (whole GPUs, one time-slice
     width, one MIG profile, CPX), only the variant needing the fewest units, native weights on ties."""
@@ -179,14 +157,13 @@ def options_for(index: int, demand: ModelDemand, pools: list[PoolSpec], why: Rej
             continue
         for kind in kinds(pool, demand):
             for q in quantizations(demand.card, demand.allowed_quantization, pool.gpu):
-                got = _capacity(demand.card, kind, q, demand.tier, demand.input_tokens,
-                                demand.output_tokens, demand.context_tokens)
-                if isinstance(got, str):
-                    reason, miss, message = got.split(":", 2)
-                    if reason == "DoesNotFit":
-                        why.no_fit.append(message)
-                    else:
-                        why.too_slow.append((float(miss), message))
+                got = slice_capacity(demand.card, kind, q, demand.tier, demand.input_tokens,
+                                     demand.output_tokens, demand.context_tokens)
+                if isinstance(got, DoesNotFit):
+                    why.no_fit.append(str(got))
+                    continue
+                if isinstance(got, TierUnmeetable):
+                    why.too_slow.append((got.miss, str(got)))
                     continue
                 weights = demand.card.weights_for(q) or demand.card.weights_gb
                 cold = coldstart.budget(pool.shape.cloud, weights,
@@ -215,5 +192,4 @@ def _units(opt: Option) -> float:
     return opt.gpu_units + compute + memory
 
 
-__all__ = ["ALL_SHARING", "ModelDemand", "Option", "PoolSpec", "Rejections", "kinds", "options_for",
-           "quantizations"]
+__all__ = ["ALL_SHARING", "ModelDemand", "Option", "PoolSpec", "Rejections", "kinds", "options_for"]

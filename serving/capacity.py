@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
-from serving.models import ModelCard
-from serving.profiles import Profile
+from serving.models import ModelCard, Quantization
+from serving.profiles import Profile, SliceKind, profile
 from serving.slices import GPU_MEMORY_UTILIZATION, MIN_CONTEXT_TOKENS
 from serving.tiers import TierSpec
 
@@ -149,6 +150,20 @@ def replica_capacity(
     )
 
 
+@cache
+def slice_capacity(card: ModelCard, kind: SliceKind, quantization: Quantization, tier: TierSpec,
+                   input_tokens: int, output_tokens: int, context_tokens: int | None,
+                   ) -> ReplicaCapacity | DoesNotFit | TierUnmeetable:
+    """`replica_capacity` on the calibrated profile of `kind`, memoised: stacks and catalogs ask
+    for the same (model, slice, tier, token mix) far more often than they differ. A rejection is
+    returned, not raised, so the cache holds failures too."""
+    try:
+        return replica_capacity(card, profile(card, kind, quantization), tier, input_tokens,
+                                output_tokens, context_tokens)
+    except (DoesNotFit, TierUnmeetable) as err:
+        return err
+
+
 @dataclass(frozen=True)
 class RegionReplicas:
     needed_at_peak: int  # replicas that serve peak with every zone up, before headroom
@@ -215,4 +230,5 @@ __all__ = [
     "kv_token_capacity",
     "region_replicas",
     "replica_capacity",
+    "slice_capacity",
 ]

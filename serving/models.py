@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from serving.hardware import GpuSpec, Vendor
+
 
 class Quantization(StrEnum):
     NONE = "none"  # the native BF16 weights
@@ -115,4 +117,12 @@ CATALOG: dict[str, ModelCard] = {
 }
 
 
-__all__ = ["BYTES_PER_WEIGHT", "CATALOG", "ModelCard", "Quantization", "Variant"]
+def quantizations(card: ModelCard, allowed: tuple[Quantization, ...], gpu: GpuSpec) -> list[Quantization]:
+    """Native weights plus the allowed variants the GPU has kernels for (FP8 needs FP8 tensor
+    cores; AWQ/w4a16 INT4 kernels are NVIDIA-only in vLLM's support table)."""
+    supported = {Quantization.FP8: gpu.fp8, Quantization.INT8: gpu.int8,
+                 Quantization.INT4: gpu.vendor is Vendor.NVIDIA}
+    return [Quantization.NONE] + [q for q in card.quantizations[1:] if q in allowed and supported[q]]
+
+
+__all__ = ["BYTES_PER_WEIGHT", "CATALOG", "ModelCard", "Quantization", "Variant", "quantizations"]

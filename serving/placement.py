@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving.models import ModelCard, Quantization
+from serving.hardware import GpuSpec
+from serving.models import ModelCard, Quantization, quantizations
 from serving.slices import SharingMode, Slice, fits, required_memory_gb
 
 TENSOR_PARALLEL_DEGREES = (1, 2, 4, 8)
@@ -23,8 +24,7 @@ class PoolOption:
     max_nodes: int
     zones: int
     slices: tuple[Slice, ...]
-    fp8: bool  # whether the pool's GPU runs FP8 kernels
-    int4: bool = True  # AWQ/GPTQ kernels: NVIDIA only in vLLM's support table
+    gpu: GpuSpec  # which weights variants it has kernels for (serving._options.quantizations)
 
 
 @dataclass(frozen=True)
@@ -36,18 +36,6 @@ class Placement:
     memory_needed_gb: float
     cost_per_replica_hour: float
     max_replicas: int
-
-
-def _quantizations(
-    card: ModelCard, allowed: Sequence[Quantization], option: PoolOption
-) -> list[Quantization]:
-    """Native weights first, then the allowed variants the GPU has kernels for, larger first."""
-    supported = {Quantization.FP8: option.fp8, Quantization.INT8: True, Quantization.INT4: option.int4}
-    chosen = [Quantization.NONE]
-    for q in (Quantization.FP8, Quantization.INT8, Quantization.INT4):
-        if q in allowed and q in card.quantizations and supported[q]:
-            chosen.append(q)
-    return chosen
 
 
 def candidates(
@@ -73,7 +61,7 @@ def candidates(
                     continue
                 if tp > sl.per_node:
                     continue
-                for q in _quantizations(card, allowed_quantization, option):
+                for q in quantizations(card, tuple(allowed_quantization), option.gpu):
                     ctx = context_tokens or 0
                     kwargs = {"context_tokens": ctx} if ctx else {}
                     if not fits(card, q, sl.memory_gb, tp, **kwargs):

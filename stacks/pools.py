@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from serving import mig
-from serving.hardware import Cloud, GpuSpec, MachineShape, Vendor, machine
+from serving.hardware import Cloud, GpuSpec, MachineShape, machine
 from serving.placement import PoolOption
 from serving.slices import SharingMode, Slice, node_slices
 from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, TimeSlicing
@@ -57,8 +57,7 @@ def option(cloud: str, pool: GpuPoolSpec, region_zones: int) -> PoolOption:
         max_nodes=pool.max_nodes,
         zones=len(pool.zones) if pool.zones else region_zones,
         slices=tuple(slices(cloud, pool)),
-        fp8=shape.gpu_spec.fp8,
-        int4=shape.gpu_spec.vendor is Vendor.NVIDIA,
+        gpu=shape.gpu_spec,
     )
 
 

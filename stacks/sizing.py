@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from serving import coldstart
 from serving.capacity import (
@@ -20,13 +19,13 @@ from serving.capacity import (
     ReplicaCapacity,
     TierUnmeetable,
     region_replicas,
-    replica_capacity,
+    slice_capacity,
 )
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud, MachineShape
-from serving.models import CATALOG, ModelCard, Quantization
+from serving.models import ModelCard
 from serving.placement import Placement
-from serving.profiles import SliceKind, profile
+from serving.profiles import SliceKind
 from serving.tiers import TierSpec
 
 
@@ -46,15 +45,6 @@ class Sized:
         return round(self.placement.cost_per_replica_hour * self.replicas.max_replicas, 4)
 
 
-@lru_cache(maxsize=8192)
-def _capacity(card_id: str, kind: SliceKind, quantization: Quantization, tier: TierSpec,
-              input_tokens: int, output_tokens: int, context_tokens: int | None) -> ReplicaCapacity:
-    # Pure in its arguments; a stack asks for the same (model, slice) in many regions and pools.
-    card = CATALOG[card_id]
-    return replica_capacity(card, profile(card, kind, quantization), tier, input_tokens,
-                            output_tokens, context_tokens)
-
-
 def size(card: ModelCard, tier: TierSpec, peak_qps: float, input_tokens: int, output_tokens: int,
          context_tokens: int | None, placements: Sequence[Placement],
          shapes: dict[str, MachineShape], zones: dict[str, int], cloud: Cloud) -> Sized:
@@ -64,11 +54,10 @@ def size(card: ModelCard, tier: TierSpec, peak_qps: float, input_tokens: int, ou
         shape = shapes[p.pool]
         kind = SliceKind(gpu=shape.gpu, mode=p.slice.mode, tensor_parallel=p.tensor_parallel,
                          mig_profile=p.slice.mig_profile, shares=p.slice.shares)
-        try:
-            cap = _capacity(card.id, kind, p.quantization, tier, input_tokens, output_tokens,
-                            context_tokens)
-        except (TierUnmeetable, DoesNotFit) as err:
-            reasons.append(str(err))
+        cap = slice_capacity(card, kind, p.quantization, tier, input_tokens, output_tokens,
+                             context_tokens)
+        if isinstance(cap, (TierUnmeetable, DoesNotFit)):
+            reasons.append(str(cap))
             continue
         weights = card.weights_for(p.quantization) or card.weights_gb
         cold = coldstart.budget(cloud, weights, nvme_cache=shape.local_nvme_gb >= weights)
