@@ -1,8 +1,8 @@
-"""Choose, per model and region, the pool, slice, tensor-parallel degree and weights variant.
+"""The placements a model's weights fit: pool, slice, tensor-parallel degree and weights variant.
 
-The choice is the cheapest slice (by the node price it accounts for) that holds the model's
-weights and a minimum KV cache. Replica counts here are availability bounds (one replica per
-zone, at most what the pool can hold); the SLO-driven capacity planner sizes them from traffic.
+Memory only: a placement holds the weights and a minimum KV cache, priced by the share of the
+node it takes, with `max_replicas` what the pool can hold. Which one serves the tier at peak,
+and with how many replicas, is stacks.sizing's decision on the calibrated capacity model.
 """
 
 from __future__ import annotations
