@@ -6,9 +6,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.contract import ClusterFacts
+from stacks.naming import MODELS_NAMESPACE
 
 SYSTEM_NAMESPACE = "rtip-system"
-MODELS_NAMESPACE = "rtip-models"
 # The Kubernetes identity of every model server; each cloud federates it with its own identity.
 MODEL_SERVICE_ACCOUNT = "model-server"
 

@@ -50,16 +50,20 @@ def _clusters(record: Record) -> list[dict[str, Any]]:
 
 
 def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
-    p = plan.placement
     return {
         "name": plan.model, "catalog": plan.catalog, "region": plan.region, "cloud": plan.cloud,
-        "tier": str(plan.tier), "peak_qps": plan.peak_qps, "pool": p.pool,
-        "slice": p.slice.resource, "slice_memory_gb": round(p.slice.memory_gb, 2),
-        "slice_mode": str(p.slice.mode), "tensor_parallel": p.tensor_parallel,
-        "quantization": str(p.quantization), "memory_needed_gb": p.memory_needed_gb,
+        "tier": str(plan.tier), "peak_qps": plan.peak_qps, "pool": plan.pool,
+        "slice": plan.resource, "slice_memory_gb": plan.slice_memory_gb,
+        "slice_mode": str(plan.slice.mode), "mig_profile": plan.slice.mig_profile,
+        "tensor_parallel": plan.slice.tensor_parallel, "quantization": str(plan.quantization),
+        "max_model_len": plan.max_model_len,
+        "memory_needed_gb": round(plan.capacity.memory_needed_gb, 2),
         "replicas": {"min": plan.min_replicas, "max": plan.max_replicas,
                      "source": plan.replicas_source},
-        "cost_per_replica_hour": p.cost_per_replica_hour,
+        "autoscaling": {"query": plan.autoscaling.query, "threshold": plan.autoscaling.threshold,
+                        "polling_interval_s": plan.autoscaling.polling_interval_s,
+                        "fallback_replicas": plan.autoscaling.fallback_replicas},
+        "cost_per_replica_hour": plan.cost_per_replica_hour,
         "cold_start_s": plan.cold_start.to_json(),
         "throughput": {
             "qps": round(plan.capacity.qps, 3),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from stacks.schema import RegionSpec, StackSpec
 
 MODELS_PREFIX = "models"
+# The namespace every model server runs in; its metrics carry it, so the autoscaling queries do.
+MODELS_NAMESPACE = "rtip-models"
 
 
 def cluster_name(spec: StackSpec, region: str) -> str:
@@ -54,6 +56,7 @@ def storage_account(spec: StackSpec, region: RegionSpec) -> str:
 
 
 __all__ = [
+    "MODELS_NAMESPACE",
     "MODELS_PREFIX",
     "WEIGHTS_CONTAINER",
     "cluster_name",

@@ -2,29 +2,44 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from serving.autoscaling import Autoscaling, autoscaling
 from serving.capacity import ReplicaCapacity
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud
-from serving.models import CATALOG
-from serving.placement import Placement, PoolOption, candidates
+from serving.models import CATALOG, ModelCard, Quantization
+from serving.placement import PoolOption, candidates
+from serving.profiles import SliceKind, profile
+from serving.slices import GPU_MEMORY_UTILIZATION, MIN_CONTEXT_TOKENS
 from serving.tiers import TIERS, Tier
 from stacks import pools
-from stacks.naming import source_uri
+from stacks.naming import MODELS_NAMESPACE, source_uri
 from stacks.schema import GpuPoolSpec, ModelSpec, RegionSpec, StackSpec, TimeSlicing
 from stacks.sizing import Sized, SizingError, size
 
 
 @dataclass(frozen=True)
 class ModelRegionPlan:
+    """One model in one region: where its replicas run, how many, and how they scale.
+
+    This is everything the model's deployment needs: the slice its predictor requests
+    (`resource` x `resource_count`), the pool whose nodes it selects, the weights variant and
+    context vLLM serves, and the KEDA parameters."""
+
     model: str
     catalog: str
     region: str
     cloud: str
     tier: Tier
     peak_qps: float
-    placement: Placement
+    pool: str
+    slice: SliceKind  # GPU, sharing mode, TP degree, MIG profile or time-slice width
+    # The extended resource of one GPU of a replica: nvidia.com/gpu, nvidia.com/mig-3g.40gb, amd.com/gpu.
+    resource: str
+    slice_memory_gb: float  # memory of one such resource
+    quantization: Quantization
+    max_model_len: int  # context vLLM serves (--max-model-len)
     min_replicas: int
     max_replicas: int
     replicas_source: str  # "spec" or the rule that set them
@@ -32,14 +47,21 @@ class ModelRegionPlan:
     source_uri: str  # the model in this region's own weights store
     capacity: ReplicaCapacity  # one replica's latency-limited operating point
     headroom: float  # fraction of peak held above it for autoscale lag
+    cost_per_replica_hour: float
+    autoscaling: Autoscaling  # KEDA trigger, thresholds, HPA behavior, fallback
+
+    @property
+    def resource_count(self) -> int:
+        """How many of `resource` one replica requests (its tensor-parallel degree)."""
+        return self.slice.tensor_parallel
 
     @property
     def cost_per_hour_at_min(self) -> float:
-        return round(self.placement.cost_per_replica_hour * self.min_replicas, 4)
+        return round(self.cost_per_replica_hour * self.min_replicas, 4)
 
     @property
     def cost_per_hour_at_max(self) -> float:
-        return round(self.placement.cost_per_replica_hour * self.max_replicas, 4)
+        return round(self.cost_per_replica_hour * self.max_replicas, 4)
 
 
 def tier_of(spec: StackSpec, model: ModelSpec) -> Tier:
@@ -115,6 +137,19 @@ def _size_uncached(spec: StackSpec, model: ModelSpec, region: RegionSpec) -> Siz
                 Cloud(region.cloud))
 
 
+def served_context(card: ModelCard, quantization: Quantization, slice_memory_gb: float,
+                   tensor_parallel: int, requested: int | None) -> int:
+    """The --max-model-len vLLM serves: the spec's, else the longest context whose KV cache fits
+    beside the weights (vLLM refuses to start when one full-length sequence does not fit)."""
+    if requested is not None:
+        return requested
+    weights = card.weights_for(quantization) or card.weights_gb
+    free_gb = slice_memory_gb * tensor_parallel * GPU_MEMORY_UTILIZATION - weights
+    fits_tokens = int(free_gb * 1e9 // card.kv_bytes_per_token)
+    # vLLM's KV blocks hold 16 tokens; a multiple of 256 keeps the number readable.
+    return max(MIN_CONTEXT_TOKENS, min(card.context_max, fits_tokens // 256 * 256))
+
+
 def plan_models(spec: StackSpec) -> list[ModelRegionPlan]:
     """Per model and region: placement and replicas sized from the tier (or the spec's replicas).
 
@@ -123,25 +158,42 @@ def plan_models(spec: StackSpec) -> list[ModelRegionPlan]:
     plans: list[ModelRegionPlan] = []
     for model in spec.models:
         card = CATALOG[model.catalog]
+        tier = tier_of(spec, model)
         for region in spec.regions:
             if model.regions is not None and region.region not in model.regions:
                 continue
             sized = size_model(spec, model, region)
+            p = sized.placement
+            replicas = sized.replicas
             if model.replicas is not None:
-                low, high, source = model.replicas.min, model.replicas.max, "spec"
+                replicas = replace(replicas, min_replicas=model.replicas.min,
+                                   max_replicas=model.replicas.max)
+                source = "spec"
             else:
-                low, high = sized.replicas.min_replicas, sized.replicas.max_replicas
                 source = (f"peak {model.peak_qps:g} QPS / {sized.capacity.qps:.2f} QPS a replica, "
                           f"+{sized.replicas.headroom:.0%} headroom, one zone lost")
+            shape = next(pools.shape_of(region.cloud, g) for g in region.gpu_pools if g.name == p.pool)
+            kind = SliceKind(gpu=shape.gpu, mode=p.slice.mode, tensor_parallel=p.tensor_parallel,
+                             mig_profile=p.slice.mig_profile, shares=p.slice.shares)
+            scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, sized.capacity,
+                                  profile(card, kind, p.quantization), TIERS[tier], replicas,
+                                  sized.cold_start.total_s, model.tokens.input_tokens,
+                                  model.tokens.output_tokens)
             plans.append(ModelRegionPlan(
                 model=model.name, catalog=card.id, region=region.region, cloud=region.cloud,
-                tier=tier_of(spec, model), peak_qps=model.peak_qps, placement=sized.placement,
-                min_replicas=low, max_replicas=high, replicas_source=source,
-                cold_start=sized.cold_start,
+                tier=tier, peak_qps=model.peak_qps, pool=p.pool, slice=kind,
+                resource=p.slice.resource, slice_memory_gb=round(p.slice.memory_gb, 2),
+                quantization=p.quantization,
+                max_model_len=served_context(card, p.quantization, p.slice.memory_gb,
+                                             p.tensor_parallel, model.max_model_len),
+                min_replicas=replicas.min_replicas, max_replicas=replicas.max_replicas,
+                replicas_source=source, cold_start=sized.cold_start,
                 source_uri=model.source_uri or source_uri(spec, region, model.name),
                 capacity=sized.capacity, headroom=sized.replicas.headroom,
+                cost_per_replica_hour=p.cost_per_replica_hour, autoscaling=scaling,
             ))
     return plans
 
 
-__all__ = ["ModelRegionPlan", "model_options", "plan_models", "size_model", "tier_of"]
+__all__ = ["ModelRegionPlan", "model_options", "plan_models", "served_context", "size_model",
+           "tier_of"]
