@@ -13,10 +13,12 @@ from components.aws import AwsCluster, aws_provider
 from components.azure import AzureCluster, azure_provider
 from components.contract import ClusterFacts, RegionStore
 from components.gcp import GcpCluster, gcp_provider
+from components.models import ModelDeployment
 from components.namespaces import MODELS_NAMESPACE, ClusterNamespaces
 from components.stores import STORES
 from serving.hardware import Cloud
 from stacks.naming import cluster_name
+from stacks.plan import plan_models
 from stacks.schema import StackSpec
 
 
@@ -86,6 +88,7 @@ class Platform(pulumi.ComponentResource):
                                             opts=pulumi.ResourceOptions(parent=self))
             stores.update(registries.stores)
         self.clusters = []
+        plans = plan_models(spec)
         for region in built:
             cname = cluster_name(spec, region.region)
             provider = providers[region.region]
@@ -94,12 +97,16 @@ class Platform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self))
             namespaces = ClusterNamespaces(f"{cname}-ns", cluster.facts,
                                            opts=pulumi.ResourceOptions(parent=cluster))
-            ClusterAddons(f"{cname}-addons", cluster.facts, spec.is_prod,
-                          opts=pulumi.ResourceOptions(parent=cluster))
+            addons = ClusterAddons(f"{cname}-addons", cluster.facts, spec.is_prod,
+                                   opts=pulumi.ResourceOptions(parent=cluster))
             if region.region in stores:
                 STORES[Cloud(region.cloud)].identity(
                     f"{cname}-models", cluster.facts, stores[region.region], provider,
                     [namespaces.namespaces[MODELS_NAMESPACE]], opts=pulumi.ResourceOptions(parent=cluster))
+            for plan in (p for p in plans if p.region == region.region):
+                ModelDeployment(f"{cname}-model-{plan.model}", plan, cluster.facts, addons.releases,
+                                [namespaces.namespaces[MODELS_NAMESPACE]],
+                                opts=pulumi.ResourceOptions(parent=cluster))
             self.clusters.append(cluster.facts)
         self.stores = stores
         self.register_outputs({})

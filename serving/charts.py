@@ -88,6 +88,11 @@ IMAGES: dict[str, Image] = {
     "amd-utils": Image("docker.io/rocm/gpu-operator-utils", "v1.4.0"),
     # The chart's own controller default is the `dev` tag on the main branch: pin the release.
     "amd-gpu-operator": Image("docker.io/rocm/gpu-operator", "v1.5.1"),
+    # vLLM per GPU vendor (serving/deployments.py RUNTIME_IMAGE). CUDA: the project's release
+    # image, the tag its Docker docs build on. ROCm: AMD's build (vLLM ships no ROCm release
+    # image); the tag is one the rocm/vllm repository lists, vLLM 0.11.2 on ROCm 7.0.0.
+    "vllm-openai": Image("docker.io/vllm/vllm-openai", "v0.11.0"),
+    "vllm-rocm": Image("docker.io/rocm/vllm", "rocm7.0.0_vllm_0.11.2_20251210"),
 }
 
 # Tags that name no fixed content: an image deployed with one can change under a running stack.

@@ -1,0 +1,131 @@
+"""ModelDeployment: one model's serving objects on one cluster, applied from its plan.
+
+The bodies come from serving/deployments.py (plain dicts); this component only resolves the
+planned pool on the cluster, applies them through the cluster's provider, and orders each after
+the add-on release that installs its CRD.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.addons import MONITORING_NAMESPACE
+from components.contract import ClusterFacts
+from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE
+from serving import deployments as dep
+from serving import gpu_config as gc
+from serving._model_pod import NodeShape
+from serving.charts import ChartKey, chart
+from serving.hardware import Cloud, machine
+from stacks.plan import ModelRegionPlan
+
+PROMETHEUS_PORT = 9090
+
+# The release each kind of object waits for: the chart that installs its CRD (and, for KServe,
+# the controller whose webhook admits it).
+NEEDS: dict[str, tuple[ChartKey, ...]] = {
+    "ClusterServingRuntime": (ChartKey.KSERVE_CRD, ChartKey.KSERVE),
+    "InferenceService": (ChartKey.KSERVE_CRD, ChartKey.KSERVE),
+    "LocalModelCache": (ChartKey.KSERVE_CRD, ChartKey.KSERVE),
+    "ScaledObject": (ChartKey.KEDA,),
+    "PodMonitor": (ChartKey.KUBE_PROMETHEUS_STACK,),
+}
+
+
+def prometheus_address() -> str:
+    """kube-prometheus-stack's Prometheus Service: `<fullname>-prometheus`, where the fullname is
+    the release name when it contains the chart name (ours is installed as the chart's name)."""
+    release = chart(ChartKey.KUBE_PROMETHEUS_STACK).name
+    return f"http://{release}-prometheus.{MONITORING_NAMESPACE}.svc.cluster.local:{PROMETHEUS_PORT}"
+
+
+def targets(plan: ModelRegionPlan, cluster: ClusterFacts) -> tuple[dep.PoolTarget, dep.ClusterTarget]:
+    """The planned pool as it exists on `cluster`; a pool the cluster lacks is an error."""
+    pool = cluster.pool(plan.pool)
+    if pool is None:
+        raise ValueError(
+            f"model {plan.model}: planned pool {plan.pool!r} is not on cluster {cluster.name} "
+            f"(its pools: {', '.join(p.name for p in cluster.pools) or 'none'})")
+    if plan.region != cluster.region:
+        raise ValueError(f"model {plan.model}: planned for region {plan.region}, "
+                         f"cluster {cluster.name} is in {cluster.region}")
+    shape = machine(cluster.cloud, pool.machine_type)
+    if shape is None:
+        raise ValueError(f"model {plan.model}: pool {pool.name} machine type {pool.machine_type} "
+                         f"is not in the {cluster.cloud} catalog")
+    resource = gc.resource_name(cluster.cloud is Cloud.GCP, cluster.pools, pool, plan.slice.mig_profile)
+    return (
+        dep.PoolTarget(
+            name=pool.name, vendor=pool.vendor, sharing=pool.sharing,
+            node=NodeShape(shape.gpu_count, shape.vcpus, shape.memory_gib),
+            taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
+            nvme_path=pool.nvme_path,
+        ),
+        dep.ClusterTarget(
+            cloud=cluster.cloud, namespace=MODELS_NAMESPACE, service_account=MODEL_SERVICE_ACCOUNT,
+            prometheus_address=prometheus_address(), resource=resource,
+        ),
+    )
+
+
+class ModelDeployment(pulumi.ComponentResource):
+    """Runtime, InferenceService, ScaledObject, PDB, PodMonitor and model cache of one model.
+
+    `releases` are ClusterAddons.releases; `after` are further resources every object waits for
+    (the models namespace and its service account)."""
+
+    manifests: dep.ModelManifests
+
+    def __init__(self, name: str, plan: ModelRegionPlan, cluster: ClusterFacts,
+                 releases: Mapping[ChartKey, pulumi.Resource], after: Sequence[pulumi.Resource] = (),
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        missing = sorted({str(k) for ks in NEEDS.values() for k in ks} - {str(k) for k in releases})
+        if missing:
+            raise ValueError(f"model {plan.model}: cluster {cluster.name} lacks the add-on releases "
+                             f"{', '.join(missing)} its objects need")
+        pool, where = targets(plan, cluster)
+        built = dep.model_manifests(plan, pool, where)
+        super().__init__("rtip:k8s:ModelDeployment", name, {
+            "cluster": cluster.name,
+            "model": plan.model,
+            "pool": plan.pool,
+            "resource": where.resource,
+            "resourceCount": plan.resource_count,
+            "runtimeImage": built.runtime["spec"]["containers"][0]["image"],
+            "modelCache": built.local_model_cache is not None,
+            "notes": list(built.notes),
+        }, opts)
+        self.manifests = built
+        self._provider = cluster.provider
+        self._after = list(after)
+        self._releases = releases
+        short = {"ClusterServingRuntime": "runtime", "InferenceService": "isvc",
+                 "LocalModelCache": "cache", "ScaledObject": "scaler", "PodMonitor": "monitor"}
+        for body in built.custom_resources():
+            self._custom(f"{name}-{short[body['kind']]}", body)
+        pdb = built.pod_disruption_budget
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb",
+            metadata=k8s.meta.v1.ObjectMetaArgs(**pdb["metadata"]),
+            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                max_unavailable=pdb["spec"]["maxUnavailable"],
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=pdb["spec"]["selector"]["matchLabels"]),
+                unhealthy_pod_eviction_policy=pdb["spec"]["unhealthyPodEvictionPolicy"],
+            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=self._after))
+        self.register_outputs({})
+
+    def _custom(self, name: str, body: dict[str, Any]) -> k8s.apiextensions.CustomResource:
+        needs = [self._releases[k] for k in NEEDS[body["kind"]]]
+        return k8s.apiextensions.CustomResource(
+            name, api_version=body["apiVersion"], kind=body["kind"], metadata=body["metadata"],
+            spec=body["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=self._provider,
+                                        depends_on=[*needs, *self._after]))
+
+
+__all__ = ["NEEDS", "ModelDeployment", "prometheus_address", "targets"]

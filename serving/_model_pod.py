@@ -1,0 +1,153 @@
+"""The predictor pod of one model: container resources, vLLM arguments, probes, scheduling.
+
+Pure: plain values in, plain dicts out (serving/deployments.py assembles them into the
+InferenceService). Split from it so each module stays small.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from serving.coldstart import ColdStart
+from serving.hardware import GPUS
+from serving.profiles import SliceKind
+from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
+
+VLLM_PORT = 8080
+HEALTH_PATH = "/health"  # vLLM answers 200 once the engine is up, 5xx when it has died
+MODEL_DIR = "/mnt/models"  # where KServe mounts the model (storage initializer or local cache)
+ZONE_KEY = "topology.kubernetes.io/zone"
+HOST_KEY = "kubernetes.io/hostname"
+
+# Probes: the startup probe holds off readiness and liveness until the engine is up, so it must
+# allow the whole cold start after the node joined, with margin: a replica killed at 90 % of its
+# load restarts from zero and never becomes ready.
+PROBE_PERIOD_S = 10
+STARTUP_MARGIN = 1.5
+# Kubelet, containerd, daemonsets and the OS keep this share of a node's CPU and memory.
+NODE_RESERVED = 0.15
+# vLLM needs little CPU: the API server, tokenization and one worker per GPU of its TP group.
+CPU_BASE = 4
+CPU_PER_GPU = 4
+# Host memory beyond the weights: Python, CUDA/ROCm context, tokenizer, request buffers.
+HOST_MEMORY_BASE_GIB = 16
+HOST_MEMORY_WEIGHTS_FACTOR = 1.25
+# /dev/shm: NCCL/RCCL exchange buffers between the workers of a TP group through it; a single
+# GPU replica needs only PyTorch's small IPC segments. It is RAM and counts against the limit.
+SHM_GIB_TP = 8
+SHM_GIB_SINGLE = 1
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What one node of the pool has to share between the replicas it hosts."""
+
+    gpus_per_node: int
+    vcpus: int
+    memory_gib: int
+
+
+def node_share(kind: SliceKind, node: NodeShape) -> float:
+    """The share of one node a replica's slices account for: its GPUs' compute share over the
+    node's GPUs (a 3g MIG slice is 3/7 of a GPU, a time-sliced share 1/n)."""
+    return kind.tensor_parallel * kind.compute_share / node.gpus_per_node
+
+
+def shm_gib(kind: SliceKind) -> int:
+    return SHM_GIB_TP if kind.tensor_parallel > 1 else SHM_GIB_SINGLE
+
+
+def container_resources(kind: SliceKind, node: NodeShape, resource: str, weights_gb: float) -> dict[str, Any]:
+    """Requests equal limits (Guaranteed QoS: a serving pod is never the first one evicted or
+    throttled), sized from the replica's share of the node and capped at what vLLM uses."""
+    share = node_share(kind, node) * (1 - NODE_RESERVED)
+    cpu = max(1, min(math.floor(node.vcpus * share), CPU_BASE + CPU_PER_GPU * kind.tensor_parallel))
+    want_gib = math.ceil(weights_gb * HOST_MEMORY_WEIGHTS_FACTOR) + HOST_MEMORY_BASE_GIB + shm_gib(kind)
+    memory = max(shm_gib(kind) + 2, min(math.floor(node.memory_gib * share), want_gib))
+    amounts = {"cpu": str(cpu), "memory": f"{memory}Gi", resource: str(kind.tensor_parallel)}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def gpu_memory_utilization(kind: SliceKind, pool_sharing: str) -> float:
+    """vLLM's --gpu-memory-utilization is a fraction of the memory the device reports. A MIG
+    instance or an NPS4 partition reports only its own memory; a time-sliced share, or a CPX
+    partition in NPS1, sees the whole GPU's memory although it owns only its share of it.
+
+    `pool_sharing` is the pool's sharing word (`time_slice:2`, `partition:CPX-NPS1`, ...)."""
+    whole_visible = kind.mode is SharingMode.TIME_SLICE
+    if kind.mode is SharingMode.PARTITION:
+        partition = GPUS[kind.gpu].amd_partition(pool_sharing.removeprefix("partition:"))
+        whole_visible = partition is not None and partition.memory_mode == "NPS1"
+    factor = 1 / kind.shares if whole_visible else 1.0
+    return round(GPU_MEMORY_UTILIZATION * factor, 3)
+
+
+def vllm_args(model: str, kind: SliceKind, pool_sharing: str, max_model_len: int,
+              stream_from: str | None) -> list[str]:
+    """The InferenceService's arguments (KServe appends them to the runtime's).
+
+    `stream_from`: the bucket URI vLLM streams the weights from (Run:ai streamer) when the pool
+    has no local cache; None reads the model KServe mounted from its local cache."""
+    source = ([f"--model={stream_from}", "--load-format=runai_streamer"] if stream_from
+              else [f"--model={MODEL_DIR}"])
+    return [
+        *source,
+        f"--served-model-name={model}",  # the `model_name` label of its metrics; KEDA queries it
+        f"--tensor-parallel-size={kind.tensor_parallel}",
+        f"--max-model-len={max_model_len}",
+        f"--gpu-memory-utilization={gpu_memory_utilization(kind, pool_sharing)}",
+    ]
+
+
+def startup_allowance_s(cold: ColdStart) -> int:
+    """Seconds the startup probe allows: everything after the node is up, with margin."""
+    return math.ceil((cold.image_pull_s + cold.weights_load_s + cold.engine_start_s) * STARTUP_MARGIN)
+
+
+def probes(cold: ColdStart) -> dict[str, Any]:
+    def http(period: int, failures: int) -> dict[str, Any]:
+        return {"httpGet": {"path": HEALTH_PATH, "port": VLLM_PORT}, "periodSeconds": period,
+                "timeoutSeconds": 5, "failureThreshold": failures}
+
+    return {
+        "startupProbe": http(PROBE_PERIOD_S, math.ceil(startup_allowance_s(cold) / PROBE_PERIOD_S)),
+        "readinessProbe": http(PROBE_PERIOD_S, 3),
+        # A wedged engine (dead worker, stuck NCCL) only shows as a failing /health: restart it.
+        "livenessProbe": http(15, 4),
+    }
+
+
+def security_context() -> dict[str, Any]:
+    # vLLM images run as root and write their compile caches under $HOME, so the container keeps
+    # its user and root filesystem; everything else a model server never needs is taken away.
+    return {"allowPrivilegeEscalation": False, "privileged": False,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def tolerations(taints: tuple[tuple[str, str, str], ...]) -> list[dict[str, str]]:
+    """Tolerate exactly the pool's taints (key, value, effect), nothing broader."""
+    return [{"key": k, "operator": "Equal", "value": v, "effect": e} for k, v, e in taints]
+
+
+def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
+    """Replicas evenly over zones (the sizing assumes a zone can be lost), then over nodes.
+
+    The zone rule is hard: a replica piled into one zone silently breaks the N-1 zone margin the
+    replica count was sized for. Spreading over nodes is best effort, since MIG and time-sliced
+    pools host several replicas on one node by design."""
+    rule = {"maxSkew": 1, "labelSelector": {"matchLabels": dict(selector)},
+            # Count only the current rollout's pods, so a rolling update is not blocked by the
+            # pods it is about to replace.
+            "matchLabelKeys": ["pod-template-hash"]}
+    return [
+        {**rule, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule"},
+        {**rule, "topologyKey": HOST_KEY, "whenUnsatisfiable": "ScheduleAnyway"},
+    ]
+
+
+__all__ = ["HEALTH_PATH", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "STARTUP_MARGIN", "VLLM_PORT",
+           "ZONE_KEY", "NodeShape", "container_resources", "gpu_memory_utilization", "node_share",
+           "probes", "security_context", "shm_gib", "spread", "startup_allowance_s", "tolerations",
+           "vllm_args"]

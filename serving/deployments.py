@@ -1,0 +1,320 @@
+"""The Kubernetes bodies of one model on one cluster, from its plan (plain dicts, no Pulumi).
+
+Per model: a ClusterServingRuntime for vLLM (the CUDA or the ROCm image, by the pool's GPU
+vendor), an InferenceService in KServe's Standard mode whose scaling KServe leaves to us
+(`autoscalerClass: external`), the KEDA ScaledObject that scales its predictor Deployment, a
+PodDisruptionBudget, the PodMonitor that feeds KEDA's query, and a LocalModelCache on the pool's
+NVMe when it has one (else vLLM streams the weights from the bucket). components/models.py applies
+them; tests validate the very same dicts against the CRDs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from serving import _model_pod as pod
+from serving.autoscaling import POLLING_INTERVAL_S, Autoscaling
+from serving.charts import IMAGES, Image, UnpinnedError, pinned_ref
+from serving.coldstart import ColdStart
+from serving.hardware import Cloud, Vendor
+from serving.manifests import MANAGED, POOL_LABEL
+from serving.models import CATALOG, Quantization
+from serving.profiles import SliceKind
+from serving.slices import SharingMode
+
+INFERENCE_SERVICE = ("serving.kserve.io/v1beta1", "InferenceService")
+CLUSTER_SERVING_RUNTIME = ("serving.kserve.io/v1alpha1", "ClusterServingRuntime")
+LOCAL_MODEL_CACHE = ("serving.kserve.io/v1alpha1", "LocalModelCache")
+SCALED_OBJECT = ("keda.sh/v1alpha1", "ScaledObject")
+POD_MONITOR = ("monitoring.coreos.com/v1", "PodMonitor")
+
+# FACTS.md section 6: Standard is KServe's plain-Deployment mode (formerly RawDeployment);
+# `external` makes KServe create no autoscaler, so the ScaledObject below is the only one.
+DEPLOYMENT_MODE = ("serving.kserve.io/deploymentMode", "Standard")
+AUTOSCALER_CLASS = ("serving.kserve.io/autoscalerClass", "external")
+MODEL_LABEL = "rtip.dev/model"
+MODEL_FORMAT = "vllm"
+
+# The vLLM image per GPU vendor: keys of serving.charts.IMAGES.
+RUNTIME_IMAGE: dict[Vendor, str] = {Vendor.NVIDIA: "vllm-openai", Vendor.AMD: "vllm-rocm"}
+# Pod labels a cloud needs on model pods: AKS's workload identity webhook injects the federated
+# token only into pods labelled so (components/identity_azure.py USE_LABEL).
+CLOUD_POD_LABELS: dict[Cloud, dict[str, str]] = {Cloud.AZURE: {"azure.workload.identity/use": "true"}}
+# GKE advertises every MIG instance as `nvidia.com/gpu`; the slice size is chosen by this label.
+MIG_PARTITION_LABEL: dict[Cloud, str] = {Cloud.GCP: "cloud.google.com/gke-gpu-partition-size"}
+# Telemetry off and no calls to the Hugging Face Hub: weights come from the stack's own store.
+_ENV = (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"))
+
+
+class ModelRegionPlan(Protocol):
+    """The parts of stacks.plan.ModelRegionPlan read here (serving imports nothing of stacks)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def catalog(self) -> str: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def tier(self) -> str: ...
+    @property
+    def pool(self) -> str: ...
+    @property
+    def slice(self) -> SliceKind: ...
+    @property
+    def resource(self) -> str: ...
+    @property
+    def quantization(self) -> Quantization: ...
+    @property
+    def max_model_len(self) -> int: ...
+    @property
+    def min_replicas(self) -> int: ...
+    @property
+    def max_replicas(self) -> int: ...
+    @property
+    def cold_start(self) -> ColdStart: ...
+    @property
+    def source_uri(self) -> str: ...
+    @property
+    def autoscaling(self) -> Autoscaling: ...
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """The facts of the planned pool on the cluster the model lands on (components/ fills it)."""
+
+    name: str
+    vendor: Vendor
+    sharing: str  # the pool's sharing word: whole, mig:<layout>, time_slice:<n>, partition:<mode>
+    node: pod.NodeShape
+    taints: tuple[tuple[str, str, str], ...]  # (key, value, effect), Kubernetes spelling
+    nvme_path: str | None  # None: no local NVMe, so no model cache on this pool
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """Where on the cluster: namespace, identity, the metrics server and the advertised slice."""
+
+    cloud: Cloud
+    namespace: str
+    service_account: str
+    prometheus_address: str  # KEDA's prometheus trigger reads the model's metrics here
+    # The extended resource the cluster's device plugin advertises for the planned slice; it can
+    # differ from the plan's (a MIG `single` strategy advertises `nvidia.com/gpu`).
+    resource: str
+
+
+@dataclass(frozen=True)
+class ModelManifests:
+    runtime: dict[str, Any]
+    inference_service: dict[str, Any]
+    scaled_object: dict[str, Any]
+    pod_disruption_budget: dict[str, Any]
+    pod_monitor: dict[str, Any]
+    local_model_cache: dict[str, Any] | None
+    notes: tuple[str, ...] = field(default=())
+
+    def custom_resources(self) -> list[dict[str, Any]]:
+        """Every body applied as a custom resource (the PDB is a core object)."""
+        found = [self.runtime, self.inference_service, self.scaled_object, self.pod_monitor]
+        return found + ([self.local_model_cache] if self.local_model_cache else [])
+
+
+def runtime_image(plan: ModelRegionPlan, vendor: Vendor, images: dict[str, Image] = IMAGES) -> str:
+    """The pinned vLLM image for the pool's vendor; anything floating is an error naming the model."""
+    key = RUNTIME_IMAGE[vendor]
+    pinned = images.get(key)
+    what = f"model {plan.model} ({plan.region}, pool {plan.pool}): vLLM runtime {key}"
+    if pinned is None:
+        raise UnpinnedError(f"{what}: no image in the pinned table (serving/charts.py)")
+    return pinned_ref(pinned.ref, what)
+
+
+def runtime_name(plan: ModelRegionPlan) -> str:
+    # One runtime per model, so a model can move to another vLLM release on its own.
+    return f"{plan.model}-vllm"
+
+
+def _meta(name: str, namespace: str | None, model: str, **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {**MANAGED, MODEL_LABEL: model}, **extra}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def cluster_serving_runtime(plan: ModelRegionPlan, vendor: Vendor, image: str) -> dict[str, Any]:
+    api_version, kind = CLUSTER_SERVING_RUNTIME
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": _meta(runtime_name(plan), None, plan.model),
+        "spec": {
+            # Only InferenceServices naming this runtime use it; KServe never auto-selects it.
+            "supportedModelFormats": [{"name": MODEL_FORMAT, "autoSelect": False}],
+            "protocolVersions": ["v1"],
+            "labels": {"rtip.dev/gpu-vendor": str(vendor).lower()},
+            "containers": [{
+                "name": "kserve-container",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                # The module entry point exists in both the CUDA and the ROCm image.
+                "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+                "args": [f"--port={pod.VLLM_PORT}"],
+                "env": [{"name": k, "value": v} for k, v in _ENV],
+                "ports": [{"containerPort": pod.VLLM_PORT, "protocol": "TCP"}],
+            }],
+        },
+    }
+
+
+def _selector(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, str]:
+    selector = {POOL_LABEL: plan.pool}
+    partition_label = MIG_PARTITION_LABEL.get(cluster.cloud)
+    if partition_label and plan.slice.mode is SharingMode.MIG and plan.slice.mig_profile:
+        selector[partition_label] = plan.slice.mig_profile
+    return selector
+
+
+def weights_gb(plan: ModelRegionPlan) -> float:
+    card = CATALOG[plan.catalog]
+    return card.weights_for(plan.quantization) or card.weights_gb
+
+
+def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTarget) -> dict[str, Any]:
+    api_version, kind = INFERENCE_SERVICE
+    cached = pool.nvme_path is not None
+    kind_ = plan.slice
+    container: dict[str, Any] = {
+        "modelFormat": {"name": MODEL_FORMAT},
+        "runtime": runtime_name(plan),
+        "args": pod.vllm_args(plan.model, kind_, pool.sharing, plan.max_model_len,
+                              None if cached else plan.source_uri),
+        "resources": pod.container_resources(kind_, pool.node, cluster.resource, weights_gb(plan)),
+        "securityContext": pod.security_context(),
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        **pod.probes(plan.cold_start),
+    }
+    if cached:
+        # KServe matches this URI to the model's LocalModelCache and mounts the node's copy.
+        container["storageUri"] = plan.source_uri
+    labels = {MODEL_LABEL: plan.model, **CLOUD_POD_LABELS.get(cluster.cloud, {})}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": _meta(plan.model, cluster.namespace, plan.model, annotations=dict(
+            [DEPLOYMENT_MODE, AUTOSCALER_CLASS])),
+        "spec": {"predictor": {
+            "minReplicas": plan.min_replicas,
+            "maxReplicas": plan.max_replicas,
+            "serviceAccountName": cluster.service_account,
+            "labels": labels,
+            "annotations": {"rtip.dev/weights": f"{plan.catalog} {plan.quantization}",
+                            "rtip.dev/tier": str(plan.tier)},
+            "nodeSelector": _selector(plan, cluster),
+            "tolerations": pod.tolerations(pool.taints),
+            "topologySpreadConstraints": pod.spread({MODEL_LABEL: plan.model}),
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            # Give a replica time to finish its in-flight generations before it is killed.
+            "terminationGracePeriodSeconds": 120,
+            "volumes": [{"name": "dshm", "emptyDir": {
+                "medium": "Memory", "sizeLimit": f"{pod.shm_gib(kind_)}Gi"}}],
+            "model": container,
+        }},
+    }
+
+
+def predictor_deployment(plan: ModelRegionPlan) -> str:
+    """KServe's Standard mode names the predictor Deployment `<isvc>-predictor`."""
+    return f"{plan.model}-predictor"
+
+
+def scaled_object(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
+    api_version, kind = SCALED_OBJECT
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": _meta(plan.model, cluster.namespace, plan.model),
+        "spec": plan.autoscaling.scaled_object_spec(predictor_deployment(plan), cluster.prometheus_address),
+    }
+
+
+def pod_disruption_budget(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
+    """One replica down at a time: a drain or node upgrade never takes out a zone's replicas
+    at once, so the spread the replica count was sized for holds."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(plan.model, cluster.namespace, plan.model),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": {MODEL_LABEL: plan.model}},
+            # A crash-looping replica serves nothing; it must not block draining its node.
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def pod_monitor(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
+    """vLLM's /metrics scraped as often as KEDA polls, so each poll sees a fresh queue length."""
+    api_version, kind = POD_MONITOR
+    interval = f"{POLLING_INTERVAL_S}s"
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": _meta(plan.model, cluster.namespace, plan.model),
+        "spec": {
+            "selector": {"matchLabels": {MODEL_LABEL: plan.model}},
+            "podMetricsEndpoints": [{"portNumber": pod.VLLM_PORT, "path": "/metrics",
+                                     "interval": interval, "scrapeTimeout": "10s"}],
+        },
+    }
+
+
+def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]:
+    """The model's weights on the pool's NVMe (LocalModelNodeGroup named after the pool)."""
+    api_version, kind = LOCAL_MODEL_CACHE
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": _meta(plan.model, None, plan.model),
+        "spec": {
+            "sourceModelUri": plan.source_uri,
+            # Rounded up so the node agent's space check never cuts a shard off.
+            "modelSize": f"{math.ceil(weights_gb(plan)) + 1}G",
+            "nodeGroups": [pool.name],
+        },
+    }
+
+
+def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTarget,
+                    images: dict[str, Image] = IMAGES) -> ModelManifests:
+    """Every body of one model on one cluster, and what the plan should say about it."""
+    if pool.name != plan.pool:
+        raise ValueError(f"model {plan.model}: planned on pool {plan.pool!r}, given pool {pool.name!r}")
+    notes: list[str] = []
+    if pool.nvme_path is None:
+        notes.append(f"model {plan.model}: pool {pool.name} has no local NVMe, so no LocalModelCache; "
+                     f"vLLM streams the weights from {plan.source_uri} (--load-format runai_streamer)")
+    if cluster.resource != plan.resource:
+        notes.append(f"model {plan.model}: the cluster advertises the slice as {cluster.resource} "
+                     f"(planned as {plan.resource})")
+    return ModelManifests(
+        runtime=cluster_serving_runtime(plan, pool.vendor, runtime_image(plan, pool.vendor, images)),
+        inference_service=inference_service(plan, pool, cluster),
+        scaled_object=scaled_object(plan, cluster),
+        pod_disruption_budget=pod_disruption_budget(plan, cluster),
+        pod_monitor=pod_monitor(plan, cluster),
+        local_model_cache=local_model_cache(plan, pool) if pool.nvme_path is not None else None,
+        notes=tuple(notes),
+    )
+
+
+__all__ = ["AUTOSCALER_CLASS", "CLOUD_POD_LABELS", "CLUSTER_SERVING_RUNTIME", "DEPLOYMENT_MODE",
+           "INFERENCE_SERVICE", "LOCAL_MODEL_CACHE", "MIG_PARTITION_LABEL", "MODEL_LABEL",
+           "POD_MONITOR", "RUNTIME_IMAGE", "SCALED_OBJECT", "ClusterTarget", "ModelManifests",
+           "ModelRegionPlan",
+           "PoolTarget", "cluster_serving_runtime", "inference_service", "local_model_cache",
+           "model_manifests", "pod_disruption_budget", "pod_monitor", "predictor_deployment",
+           "runtime_image", "runtime_name", "scaled_object", "weights_gb"]
