@@ -17,6 +17,7 @@ from components.models import ModelDeployment
 from components.namespaces import MODELS_NAMESPACE, ClusterNamespaces
 from components.stores import STORES
 from serving.hardware import Cloud
+from stacks.layout import resolve
 from stacks.naming import cluster_name
 from stacks.plan import plan_models
 from stacks.schema import StackSpec
@@ -55,6 +56,11 @@ class Platform(pulumi.ComponentResource):
     stores: dict[str, RegionStore]
 
     def __init__(self, name: str, spec: StackSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+        # Models are placed by the region plans of the stack as written; clusters are built from
+        # the stack as planned: every pool with a concrete sharing and a node floor from the
+        # models' minimum replicas (stacks.layout). Both come from the same plan_region answers.
+        plans = plan_models(spec)
+        spec = resolve(spec)
         built = [r for r in spec.regions if Cloud(r.cloud) in CLUSTERS]
         self.unbuilt = [f"{r.cloud}/{r.region}" for r in spec.regions if r not in built]
         super().__init__("rtip:platform:Platform", name, {
@@ -88,7 +94,6 @@ class Platform(pulumi.ComponentResource):
                                             opts=pulumi.ResourceOptions(parent=self))
             stores.update(registries.stores)
         self.clusters = []
-        plans = plan_models(spec)
         for region in built:
             cname = cluster_name(spec, region.region)
             provider = providers[region.region]

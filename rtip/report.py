@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rtip.offline import Record
+from stacks.layout import plan_region
 from stacks.plan import ModelRegionPlan
 from stacks.schema import StackSpec
 
@@ -77,6 +78,23 @@ def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
     }
 
 
+def _add_pool_plans(spec: StackSpec, clusters: list[dict[str, Any]]) -> None:
+    """Each built pool's planned nodes: at peak and at the models' replica floor."""
+    by_region = {c["region"]: c for c in clusters if c["built"]}
+    for region in spec.regions:
+        cluster = by_region.get(region.region)
+        if cluster is None:
+            continue
+        layout = plan_region(spec, region)
+        cluster["packing"] = layout.packing.method
+        decided = {d.pool: d for d in layout.pools}
+        for pool in cluster["pools"]:
+            d = decided[pool["name"]]
+            pool.update({"planned": d.planned, "nodes_at_peak": d.nodes_at_peak,
+                         "nodes_at_floor": d.nodes_at_floor,
+                         "cost_per_hour_at_peak": d.cost_per_hour_at_peak})
+
+
 def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> dict[str, Any]:
     """The plan as one JSON document: what `rtip plan --json` prints and `--out` saves."""
     platform = next((r for r in record.resources if r.type == PLATFORM_TYPE), None)
@@ -89,6 +107,7 @@ def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> 
                 "zones": list(region.zones), "kubernetes_version": spec.kubernetes_version,
                 "built": False, "pools": [],
             })
+    _add_pool_plans(spec, clusters)
     counts = Counter(r.type for r in record.resources)
     registries = [
         {"cloud": r.type.split(":")[1], "source": r.inputs["source"], "regions": r.inputs["regions"]}
@@ -103,6 +122,9 @@ def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> 
         "models": [_model(m, spec) for m in models],
         # GPU $/h of the models' slices: at peak (max replicas) and at the floor (min replicas).
         "cost_per_hour": round(sum(m.cost_per_hour_at_max for m in models), 2),
+        # What the GPU nodes cost at peak: whole nodes, with the capacity packing leaves unused.
+        "node_cost_per_hour": round(sum(p.get("cost_per_hour_at_peak", 0.0) for c in clusters
+                                        for p in c["pools"]), 2),
         "cost_per_hour_min": round(sum(m.cost_per_hour_at_min for m in models), 2),
         "resource_counts": dict(sorted(counts.items())),
         "resources": [r.to_json() for r in record.resources],
@@ -123,14 +145,16 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
     console.print(clusters)
 
     pools = Table(title="GPU pools", title_justify="left")
-    for col in ("cluster", "pool", "machine type", "GPU", "GPUs/node", "nodes", "sharing",
-                "zones", "NVMe cache", "change replaces"):
+    for col in ("cluster", "pool", "machine type", "GPU", "GPUs/node", "nodes min-max", "at peak",
+                "sharing", "zones", "NVMe cache", "$/h at peak", "change replaces"):
         pools.add_column(col)
     for c in doc["clusters"]:
         for p in c["pools"]:
+            sharing = p["sharing"] + (" (planned)" if p.get("planned") else "")
             pools.add_row(c["name"], p["name"], p["machine_type"], p["gpu"],
                           str(p["gpus_per_node"]), f"{p['min_nodes']}-{p['max_nodes']}",
-                          p["sharing"], str(len(p["zones"])), p["nvme_path"] or "none",
+                          str(p.get("nodes_at_peak", "-")), sharing, str(len(p["zones"])),
+                          p["nvme_path"] or "none", f"{p.get('cost_per_hour_at_peak', 0.0):,.2f}",
                           ", ".join(p["replace_on_change"]) or "-")
     console.print(pools)
 
@@ -150,7 +174,8 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
                        f"{m['cold_start_s']['warm_node_s']:g}")
     console.print(models)
     console.print(f"GPU cost of the models: ${doc['cost_per_hour']:,.2f}/h at peak, "
-                  f"${doc['cost_per_hour_min']:,.2f}/h at the replica floor")
+                  f"${doc['cost_per_hour_min']:,.2f}/h at the replica floor; GPU nodes at peak "
+                  f"(whole nodes, as packed): ${doc['node_cost_per_hour']:,.2f}/h")
 
     stores = Table(title="Registries and weights stores", title_justify="left")
     for col in ("cloud", "source region", "copies in"):

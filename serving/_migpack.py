@@ -112,6 +112,50 @@ def _first_fit(gpu: GpuModel, demand: Counts) -> list[Counts]:
     return [tuple(layout) for layout in gpus]
 
 
+# GPUs charged for a demand a layout cannot hold at all: far beyond any pool, so searches steer
+# away and a plan that keeps it fails its node bound with a clear error.
+UNPLACEABLE = 100_000
+
+
+def copies(layout: Counts, demand: Counts) -> int:
+    """GPUs of one `layout` that hold `demand`; a profile the layout lacks cannot be served."""
+    need = 0
+    for have, want in zip(layout, demand, strict=True):
+        if want:
+            if not have:
+                return UNPLACEABLE
+            need = max(need, math.ceil(want / have))
+    return need
+
+
+@cache
+def single_profile_layouts(gpu: GpuModel) -> tuple[Counts, ...]:
+    """`all-<profile>`: each profile as many times as fits one GPU (GKE and AKS partition a pool so)."""
+    valid = valid_layouts(gpu)
+    size = len(GPUS[gpu].mig_profiles)
+    found = []
+    for i in range(size):
+        n = max((c[i] for c in valid if sum(c) == c[i]), default=0)
+        if n:
+            found.append(tuple(n if j == i else 0 for j in range(size)))
+    return tuple(found)
+
+
+@cache
+def uniform_layout(gpu: GpuModel, demand: Counts, single_profile: bool) -> Counts:
+    """The one layout every GPU of a pool carries that holds `demand` on the fewest GPUs.
+
+    Ties go to the fewest instances beyond the demand (spare instances are capacity nobody
+    requests), then to the layout order, for a stable answer. Candidates are the maximal layouts:
+    a smaller one never needs fewer GPUs."""
+    candidates = single_profile_layouts(gpu) if single_profile else maximal_layouts(gpu)
+
+    def key(c: Counts) -> tuple[int, int, Counts]:
+        n = copies(c, demand)
+        return (n, n * sum(c) - sum(demand), c)
+    return min(candidates, key=key)
+
+
 def layout_name(gpu: GpuModel, counts: Counts) -> str:
     """A stable key for a layout: its profile counts, e.g. `2x1g.10gb+1x2g.20gb+1x3g.40gb`, or the
     mig-parted named layout when one matches."""
@@ -127,5 +171,5 @@ def as_profiles(gpu: GpuModel, counts: Counts) -> dict[str, int]:
     return {p.name: n for p, n in zip(GPUS[gpu].mig_profiles, counts, strict=True) if n}
 
 
-__all__ = ["Counts", "as_profiles", "floor_gpus", "layout_name", "maximal_layouts", "pack", "profile_index",
-           "valid_layouts"]
+__all__ = ["UNPLACEABLE", "Counts", "as_profiles", "copies", "floor_gpus", "layout_name", "maximal_layouts",
+           "pack", "profile_index", "single_profile_layouts", "uniform_layout", "valid_layouts"]

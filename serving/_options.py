@@ -7,7 +7,8 @@ their reason kept, so a model with no option gets an error that says which fix a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 from serving import coldstart
 from serving.capacity import (
@@ -39,6 +40,15 @@ class PoolSpec:
     zones: int = 3
     sharing: tuple[SharingMode, ...] = ALL_SHARING
     time_slice_replicas: tuple[int, ...] = (2, 4)
+    # MIG on a real node pool: every node of a pool is labelled alike, so every GPU of the pool
+    # carries one layout. `mig_layout` fixes it (profile counts in the GPU's profile order);
+    # `uniform_mig` lets the planner choose it; neither (the default) lets every GPU carry its own,
+    # the packing bound of the benchmarks. `single_mig_profile`: the cloud partitions a pool with
+    # one profile (GKE, AKS).
+    mig_layout: tuple[int, ...] | None = None
+    uniform_mig: bool = False
+    single_mig_profile: bool = False
+    partitions: int | None = None  # AMD partitions per GPU; None: the GPU's most
 
     @property
     def gpu(self) -> GpuSpec:
@@ -73,6 +83,7 @@ class ModelDemand:
     pool: str | None = None  # pin to one pool
     tensor_parallel: int | None = None  # pin the TP degree of whole-GPU options
     growth_per_s: float | None = None  # None: the tier's burst_headroom (capacity.region_replicas)
+    replicas: tuple[int, int] | None = None  # (min, max) stated in the stack: overrides the sizing
 
 
 @dataclass(frozen=True)
@@ -136,14 +147,18 @@ def kinds(pool: PoolSpec, demand: ModelDemand) -> list[SliceKind]:
     if demand.tensor_parallel not in (None, 1):
         return found
     if SharingMode.MIG in pool.sharing and gpu.mig_capable:
-        found += [SliceKind(gpu.model, SharingMode.MIG, mig_profile=p.name) for p in gpu.mig_profiles]
+        layout = pool.mig_layout or (1,) * len(gpu.mig_profiles)
+        found += [SliceKind(gpu.model, SharingMode.MIG, mig_profile=p.name)
+                  for p, n in zip(gpu.mig_profiles, layout, strict=True) if n]
     sharing_ok = demand.tier.allows_time_slicing
-    if sharing_ok and SharingMode.TIME_SLICE in pool.sharing and not gpu.mig_capable \
+    # A MIG-capable GPU is time-sliced only where the stack says so: MIG isolates at the same cost.
+    stated = pool.sharing == (SharingMode.TIME_SLICE,)
+    if sharing_ok and SharingMode.TIME_SLICE in pool.sharing and (stated or not gpu.mig_capable) \
             and gpu.vendor is Vendor.NVIDIA:
         found += [SliceKind(gpu.model, SharingMode.TIME_SLICE, shares=n) for n in pool.time_slice_replicas]
     if SharingMode.PARTITION in pool.sharing and gpu.amd_partitions:
         # CPX partitions are hardware-isolated compute dies, so every tier may use them.
-        parts = max(p.partitions_per_gpu for p in gpu.amd_partitions)
+        parts = pool.partitions or max(p.partitions_per_gpu for p in gpu.amd_partitions)
         found.append(SliceKind(gpu.model, SharingMode.PARTITION, shares=parts))
     return found
 
@@ -170,6 +185,10 @@ def options_for(index: int, demand: ModelDemand, pools: list[PoolSpec], why: Rej
                                         nvme_cache=pool.shape.local_nvme_gb >= weights).total_s
                 reps = region_replicas(demand.peak_qps, got.qps, pool.zones, demand.tier, cold,
                                        demand.growth_per_s)
+                if demand.replicas is not None:
+                    low, high = demand.replicas
+                    reps = replace(reps, min_replicas=low, max_replicas=high,
+                                   per_zone_max=math.ceil(high / pool.zones))
                 opt = Option(index, pool, kind, q, got, reps, cold)
                 compute, memory = opt.mig_slices
                 gpus = opt.gpu_units + max(compute / 7, memory / 8)

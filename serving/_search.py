@@ -39,10 +39,22 @@ class PoolLoad:
         else:
             self.shared[(k.mode, k.shares)] += n
 
+    def uniform_layout(self) -> _migpack.Counts | None:
+        """The layout every MIG GPU of this pool carries, where the pool has one."""
+        if self.pool.mig_layout is not None:
+            return self.pool.mig_layout
+        if self.pool.uniform_mig and any(self.mig):
+            return _migpack.uniform_layout(self.pool.gpu.model, tuple(self.mig),
+                                           self.pool.single_mig_profile)
+        return None
+
     def mig_gpus(self) -> list[_migpack.Counts]:
         if not any(self.mig):
             return []
         gpu, demand, g = self.pool.gpu.model, tuple(self.mig), self.pool.gpus_per_node
+        layout = self.uniform_layout()
+        if layout is not None:
+            return [layout] * self.mig_gpu_count()
         first = _pack_cached(gpu, demand, exact=False)
         floor = _migpack.floor_gpus(gpu, demand)
         # The exact packer only pays off when reaching the floor would save a node.
@@ -50,14 +62,22 @@ class PoolLoad:
             return _pack_cached(gpu, demand, exact=True)
         return first
 
+    def mig_gpu_count(self) -> int:
+        """MIG GPUs per zone; a uniform layout that cannot hold the demand counts as
+        `_migpack.UNPLACEABLE` GPUs, which prices the move out of any search."""
+        layout = self.uniform_layout()
+        if layout is not None:
+            return _migpack.copies(layout, tuple(self.mig)) if any(self.mig) else 0
+        return len(self.mig_gpus())
+
     def gpus(self) -> int:
         """GPUs per zone before rounding to nodes."""
         shared = sum(math.ceil(n / shares) for (_, shares), n in self.shared.items())
-        return self.whole + len(self.mig_gpus()) + shared
+        return self.whole + self.mig_gpu_count() + shared
 
     def nodes(self) -> int:
         g = self.pool.gpus_per_node
-        total = math.ceil((self.whole + len(self.mig_gpus())) / g)
+        total = math.ceil((self.whole + self.mig_gpu_count()) / g)
         total += sum(math.ceil(math.ceil(n / shares) / g) for (_, shares), n in self.shared.items())
         return total
 

@@ -21,7 +21,7 @@ its options while whole-node cost falls. `lower_bound` is the relaxation's optim
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from serving import _migpack
 from serving._lp import LpOption, LpPool, solve
@@ -41,7 +41,12 @@ EXACT_BOUND_MODELS = 1000
 
 
 class PlanError(ValueError):
-    """A model cannot be placed: the message names it and what would fix it."""
+    """A model cannot be placed: the message names it and what would fix it; `model` is its name
+    when one model is the cause, so a stack check can point at it."""
+
+    def __init__(self, message: str, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class ModelPlacement:
     replicas: RegionReplicas
     cold_start_s: float
     cost_per_hour: float  # the model's GPU share at max replicas, fractional
+    cost_per_replica_hour: float  # one replica's GPU share
 
     @property
     def quantized(self) -> bool:
@@ -83,9 +89,10 @@ class NodeGroup:
 class PoolPlan:
     pool: str
     zones: int
-    nodes_per_zone: int
+    nodes_per_zone: int  # at peak: every model at its max replicas
     groups: tuple[NodeGroup, ...]
     cost_per_hour: float
+    floor_nodes_per_zone: int = 0  # every model at its min replicas: the autoscaler's floor
 
     @property
     def nodes(self) -> int:
@@ -111,7 +118,7 @@ def build_options(demands: list[ModelDemand], pools: list[PoolSpec]) -> list[lis
         opts = [o for o in options_for(i, demand, pools, why)
                 if o.pool.max_nodes_per_zone >= 1]
         if not opts:
-            raise PlanError(_no_option_message(demand, pools, why))
+            raise PlanError(_no_option_message(demand, pools, why), demand.name)
         result.append(opts)
     return result
 
@@ -164,8 +171,13 @@ def _realise(demands: list[ModelDemand], choice: list[Option], pools: list[PoolS
                         f"max_nodes, add a pool, or loosen the tier of the largest models")
     placements = tuple(
         ModelPlacement(d.name, o.pool.name, o.kind, o.resource, o.quantization, o.capacity,
-                       o.replicas, o.cold_start_s, round(o.fractional_cost, 4))
+                       o.replicas, o.cold_start_s, round(o.fractional_cost, 4),
+                       round(o.fractional_cost / max(1, o.per_zone * o.pool.zones), 4))
         for d, o in zip(demands, choice, strict=True))
+    floor = {p.name: PoolLoad(p) for p in pools}
+    for opt in choice:
+        at_min = replace(opt.replicas, per_zone_max=math.ceil(opt.replicas.min_replicas / opt.pool.zones))
+        floor[opt.pool.name].add(replace(opt, replicas=at_min))
     plans = []
     for pool in pools:
         load = loads[pool.name]
@@ -173,7 +185,8 @@ def _realise(demands: list[ModelDemand], choice: list[Option], pools: list[PoolS
         if nodes == 0:
             continue
         plans.append(PoolPlan(pool.name, pool.zones, nodes, _groups(load),
-                              round(nodes * pool.zones * pool.shape.price_per_hour, 4)))
+                              round(nodes * pool.zones * pool.shape.price_per_hour, 4),
+                              floor[pool.name].nodes()))
     total = round(sum(p.cost_per_hour for p in plans), 4)
     return PackingPlan(placements, tuple(plans), total, method)
 
@@ -188,7 +201,9 @@ def _groups(load: PoolLoad) -> tuple[NodeGroup, ...]:
         nodes = math.ceil((len(layouts) + load.whole) / g)
         spare = [0] * len(pool.gpu.mig_profiles)
         spare[-1] = 1
-        padded = layouts + [tuple(spare)] * (nodes * g - len(layouts) - load.whole)
+        # A pool with one layout carries it on every GPU, the spare ones too.
+        fill = load.uniform_layout() or tuple(spare)
+        padded = layouts + [fill] * (nodes * g - len(layouts) - load.whole)
         groups.append(NodeGroup(SharingMode.MIG, nodes, whole_gpus_per_zone=load.whole,
                                 mig_layouts=tuple(_migpack.as_profiles(pool.gpu.model, c) for c in padded)))
     elif load.whole:
@@ -235,11 +250,14 @@ def plan(demands: list[ModelDemand], pools: list[PoolSpec]) -> PackingPlan:
                             f"raise max_nodes or add a pool") from err
         starts.append((label, _start(flat, res.shares, len(demands))))
     if small:
-        starts.append(("one model per GPU", _one_per_gpu_choice(demands, options)))
-        try:
-            starts.append(("first-fit decreasing", _ffd_choice(demands, options, pools)))
-        except PlanError:
-            pass  # first fit ran out of room where the relaxations did not
+        # Either baseline may have no answer (a model pinned to a MIG pool has no whole GPU; first
+        # fit may run out of room where the relaxations did not): then it is no start.
+        for label, baseline in (("one model per GPU", lambda: _one_per_gpu_choice(demands, options)),
+                                ("first-fit decreasing", lambda: _ffd_choice(demands, options, pools))):
+            try:
+                starts.append((label, baseline()))
+            except PlanError:
+                pass
     best: tuple[float, list[Option], str] | None = None
     for label, chosen in starts:
         loads = {p.name: PoolLoad(p) for p in pools}
@@ -258,7 +276,7 @@ def _one_per_gpu_choice(demands: list[ModelDemand], options: list[list[Option]])
     for demand, opts in zip(demands, options, strict=True):
         whole = [o for o in opts if o.kind.mode is SharingMode.WHOLE]
         if not whole:
-            raise PlanError(f"model {demand.name}: no whole-GPU option")
+            raise PlanError(f"model {demand.name}: no whole-GPU option", demand.name)
         # Native weights as KServe would serve them, unless only a quantized variant meets the tier.
         choice.append(min(whole, key=lambda o: (o.quantization is not Quantization.NONE, o.fractional_cost)))
     return choice
@@ -280,7 +298,8 @@ def _ffd_choice(demands: list[ModelDemand], options: list[list[Option]],
                 break
             load.add(opt, -1)
         else:
-            raise PlanError(f"model {demands[i].name}: no pool has room left (first-fit decreasing)")
+            raise PlanError(f"model {demands[i].name}: no pool has room left (first-fit decreasing)",
+                            demands[i].name)
     return [c for c in choice if c is not None]
 
 

@@ -15,26 +15,23 @@ from itertools import combinations
 from serving import mig
 from serving.geo import ZONES, zones_of
 from serving.hardware import MACHINES, Cloud, GpuModel, GpuSpec, MigProfile, Vendor, machine
-from serving.models import CATALOG, Quantization
-from serving.placement import candidates
+from serving.models import CATALOG
+from serving.packing import PlanError
 from serving.tiers import TIERS, Tier
+from stacks.layout import models_in, plan_region, tier_of
 from stacks.netplan import address_plan
-from stacks.plan import model_options, size_model, tier_of
+from stacks.pools import SINGLE_PROFILE_CLOUDS
 from stacks.schema import (
     AmdPartitioning,
     GcpRegion,
     GpuPoolSpec,
     MigSharing,
     ModelSpec,
+    PlannedSharing,
     StackSpec,
     SystemPoolSpec,
     TimeSlicing,
 )
-from stacks.sizing import SizingError
-
-# Clouds that partition MIG GPUs themselves, with one profile per node pool (FACTS.md section 4:
-# GKE `gpu_partition_size`, AKS `gpu_instance_profile`).
-SINGLE_PROFILE_CLOUDS = {Cloud.GCP: "GKE (gpu_partition_size)", Cloud.AZURE: "AKS (gpu_instance_profile)"}
 
 SYSTEM_POOL_NAME = "system"
 
@@ -54,13 +51,26 @@ def _choices(values: object) -> str:
 
 
 def check(spec: StackSpec) -> list[Problem]:
-    return [
+    problems = [
         *_check_tiers(spec),
         *_check_regions(spec),
         *_check_models(spec),
         *_check_tenants(spec),
         *_check_aks_pools(spec),
     ]
+    # Planning needs a stack whose every part is known: it runs once the rest is clean.
+    return problems or list(_check_plans(spec))
+
+
+def _check_plans(spec: StackSpec) -> Iterator[Problem]:
+    """Every region's models packed onto its pools within their tiers (stacks.layout)."""
+    index = {m.name: i for i, m in enumerate(spec.models)}
+    for j, region in enumerate(spec.regions):
+        try:
+            plan_region(spec, region)
+        except PlanError as err:
+            at = f"models[{index[err.model]}]" if err.model in index else f"regions[{j}].gpu_pools"
+            yield Problem(at, f"in {region.region}: {err}")
 
 
 def _check_tiers(spec: StackSpec) -> Iterator[Problem]:
@@ -171,12 +181,28 @@ def _check_pool(at: str, cloud: Cloud, region_zones: list[str], pool: GpuPoolSpe
                 yield Problem(f"{at}.sharing", f"{SINGLE_PROFILE_CLOUDS[cloud]} partitions every GPU "
                               f"of a pool with one MIG profile; this layout mixes {', '.join(used)}: "
                               "use a single-profile layout (all-<profile>) or one pool per profile")
+    elif isinstance(s, PlannedSharing):
+        yield from _allow_problems(at, gpu, s)
     elif isinstance(s, TimeSlicing) and gpu.vendor is not Vendor.NVIDIA:
         yield Problem(f"{at}.sharing.mode", f"time-slicing is an NVIDIA device-plugin feature; "
                       f"{gpu.model} is {gpu.vendor}: use partition or whole")
     elif isinstance(s, AmdPartitioning) and gpu.vendor is not Vendor.AMD:
         yield Problem(f"{at}.sharing.mode", f"partition profiles are for AMD GPUs; {gpu.model} "
                       "uses mig or time_slice")
+
+
+def _allow_problems(at: str, gpu: GpuSpec, s: PlannedSharing) -> Iterator[Problem]:
+    supported = {"whole"}
+    if gpu.mig_capable:
+        supported.add("mig")
+    if gpu.vendor is Vendor.NVIDIA:
+        supported.add("time_slice")
+    if gpu.amd_partitions:
+        supported.add("partition")
+    for k, mode in enumerate(s.allow or []):
+        if mode not in supported:
+            yield Problem(f"{at}.sharing.allow[{k}]", f"{gpu.model} cannot run {mode}; it supports: "
+                          f"{_choices(supported)}")
 
 
 def _mig_problems(at: str, gpu: GpuSpec, s: MigSharing) -> Iterator[Problem]:
@@ -241,12 +267,13 @@ def _check_models(spec: StackSpec) -> Iterator[Problem]:
 
 
 def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec, bad_regions: set[int]) -> Iterator[Problem]:
-    card = CATALOG[model.catalog]
+    """The model's pool pin against each region it runs in; whether it fits and meets its tier is
+    the region plan's question (`_check_plans`)."""
     if model.tier is not None and model.tier not in set(Tier):
         return  # reported at its path; the fit depends on the tier
     tier = tier_of(spec, model)
     for region in spec.regions:
-        if model.regions is not None and region.region not in model.regions:
+        if model not in models_in(spec, region):
             continue
         if id(region) in bad_regions:
             continue  # the pool's own problems come first
@@ -261,28 +288,6 @@ def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec, bad_regions: se
                 yield Problem(f"{at}.pool", f"tier {tier} does not allow time-sliced GPUs (no "
                               f"isolation, wider tail latency) and pool {model.pool!r} is "
                               "time-sliced; pick a MIG or whole-GPU pool, or a looser tier")
-                continue
-        options = model_options(spec, model, region)
-        if not candidates(card, options, model.allowed_quantization, model.tensor_parallel,
-                          model.max_model_len):
-            biggest = max(((o.pool, s.memory_gb, o.gpus_per_node) for o in options
-                           for s in o.slices), key=lambda t: t[1] * t[2], default=None)
-            where = f"pool {model.pool!r}" if model.pool else f"any usable pool of {region.region}"
-            have = (f"largest slice is {biggest[1]:g} GB in pool {biggest[0]!r} "
-                    f"({biggest[2]} GPU(s) a node)") if biggest else "no usable GPU pool"
-            fix = "allow fp8/int8/int4 in allowed_quantization, " if not model.allowed_quantization \
-                and len(card.quantizations) > 1 else ""
-            weights = card.weights_for(Quantization.NONE)
-            yield Problem(f"{at}", f"{card.id} ({weights:g} GB BF16 weights plus KV cache) fits "
-                          f"no slice of {where}: {have}; {fix}add a pool with more GPU memory or "
-                          "raise tensor_parallel")
-            continue
-        try:
-            size_model(spec, model, region)
-        except SizingError as err:
-            yield Problem(f"{at}", f"{card.id} at {model.peak_qps:g} QPS cannot meet tier {tier} in "
-                          f"{region.region}: {err}. Fix: a bigger or whole GPU, more nodes "
-                          "(max_nodes), allowed_quantization, a lower peak_qps or a looser tier")
 
 
 def _check_tenants(spec: StackSpec) -> Iterator[Problem]:

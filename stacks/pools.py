@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from serving import mig
 from serving.hardware import Cloud, GpuSpec, MachineShape, machine
-from serving.placement import PoolOption
-from serving.slices import SharingMode, Slice, node_slices
-from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, TimeSlicing
+from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, PlannedSharing, TimeSlicing
+
+# Clouds that partition MIG GPUs themselves, with one profile per node pool (FACTS.md section 4:
+# GKE `gpu_partition_size`, AKS `gpu_instance_profile`).
+SINGLE_PROFILE_CLOUDS = {Cloud.GCP: "GKE (gpu_partition_size)", Cloud.AZURE: "AKS (gpu_instance_profile)"}
 
 
 def shape_of(cloud: str, pool: GpuPoolSpec) -> MachineShape:
@@ -32,33 +34,9 @@ def sharing_label(pool: GpuPoolSpec) -> str:
         return f"time_slice:{s.replicas}"
     if isinstance(s, AmdPartitioning):
         return f"partition:{s.profile}"
+    if isinstance(s, PlannedSharing):
+        return "auto"  # only in the stack as written; stacks.layout.resolve chooses
     return "whole"
 
 
-def slices(cloud: str, pool: GpuPoolSpec) -> list[Slice]:
-    shape = shape_of(cloud, pool)
-    s = pool.sharing
-    if isinstance(s, MigSharing):
-        return node_slices(shape, SharingMode.MIG, mig_layout=mig_layout(shape.gpu_spec, pool))
-    if isinstance(s, TimeSlicing):
-        return node_slices(shape, SharingMode.TIME_SLICE, time_slice_replicas=s.replicas)
-    if isinstance(s, AmdPartitioning):
-        part = shape.gpu_spec.amd_partition(s.profile)
-        assert part is not None
-        return node_slices(shape, SharingMode.PARTITION, partitions_per_gpu=part.partitions_per_gpu)
-    return node_slices(shape, SharingMode.WHOLE)
-
-
-def option(cloud: str, pool: GpuPoolSpec, region_zones: int) -> PoolOption:
-    shape = shape_of(cloud, pool)
-    return PoolOption(
-        pool=pool.name,
-        gpus_per_node=shape.gpu_count,
-        max_nodes=pool.max_nodes,
-        zones=len(pool.zones) if pool.zones else region_zones,
-        slices=tuple(slices(cloud, pool)),
-        gpu=shape.gpu_spec,
-    )
-
-
-__all__ = ["mig_layout", "option", "shape_of", "sharing_label", "slices"]
+__all__ = ["SINGLE_PROFILE_CLOUDS", "mig_layout", "shape_of", "sharing_label"]

@@ -53,21 +53,35 @@ class AmdPartitioning(_Spec):
     profile: Literal["SPX-NPS1", "CPX-NPS1", "CPX-NPS4"]
 
 
+class PlannedSharing(_Spec):
+    """The planner chooses: whole GPUs or TP groups, one MIG layout for every GPU of the pool (one
+    profile on GKE and AKS), a time-slice width (non-MIG NVIDIA GPUs), or AMD CPX partitions; the
+    cheapest that serves the models at peak within their tiers. `allow` narrows the choice."""
+
+    mode: Literal["auto"] = "auto"
+    allow: list[Literal["whole", "mig", "time_slice", "partition"]] | None = Field(
+        default=None, min_length=1)
+
+
 Sharing = Annotated[
-    WholeGpu | MigSharing | TimeSlicing | AmdPartitioning, Field(discriminator="mode")
+    PlannedSharing | WholeGpu | MigSharing | TimeSlicing | AmdPartitioning, Field(discriminator="mode")
 ]
 
 
 class GpuPoolSpec(_Spec):
-    """A GPU node pool. Nodes are spread over the region's zones (or `zones`, a subset)."""
+    """A GPU node pool. Nodes are spread over the region's zones (or `zones`, a subset).
+
+    A pool may state only its machine type and `max_nodes`: the planner then chooses the sharing
+    and raises `min_nodes` to what the models' minimum replicas need. A stated sharing is kept and
+    the planner fits the models into it."""
 
     name: Name
     machine_type: str
     gpu: str | None = None  # checked against the machine type's GPU when given
-    min_nodes: int = Field(default=0, ge=0)
-    max_nodes: int = Field(ge=1)
+    min_nodes: int = Field(default=0, ge=0)  # a floor; the plan may hold more nodes
+    max_nodes: int = Field(ge=1)  # the ceiling the autoscaler and the planner stay within
     capacity_type: Literal["on_demand", "spot"] = "on_demand"
-    sharing: Sharing = WholeGpu()
+    sharing: Sharing = PlannedSharing()
     zones: list[str] | None = None
 
 
@@ -189,6 +203,7 @@ __all__ = [
     "MigSharing",
     "ModelSpec",
     "NetworkSpec",
+    "PlannedSharing",
     "RegionSpec",
     "RegistriesSpec",
     "ReplicaBounds",

@@ -11,6 +11,7 @@ import yaml
 from rtip import offline
 from rtip.offline import Record
 from rtip.stackfile import PROJECT_DIR, load
+from stacks.layout import resolve
 from stacks.loader import load_spec
 from stacks.schema import StackSpec
 
@@ -26,6 +27,12 @@ def record_of(stack: str) -> Record:
 def spec_of(stack: str) -> StackSpec:
     config = load(stack)
     return load_spec(config.platform, config.source)
+
+
+@cache
+def built_spec_of(stack: str) -> StackSpec:
+    """The stack as the clusters are built from it: planned pools resolved (stacks.layout)."""
+    return resolve(spec_of(stack))
 
 
 def stack_doc(stack: str) -> dict:

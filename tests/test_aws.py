@@ -15,13 +15,13 @@ from components.gpu_pools import NVME_PATH
 from components.platform import CLUSTERS
 from serving.hardware import Cloud
 from stacks.schema import AwsRegion
-from tests.conftest import record_of, spec_of
+from tests.conftest import built_spec_of, record_of
 
 AWS_STACKS = ["dev", "staging", "prod"]
 
 
 def aws_regions(stack: str) -> list[AwsRegion]:
-    return [r for r in spec_of(stack).regions if isinstance(r, AwsRegion)]
+    return [r for r in built_spec_of(stack).regions if isinstance(r, AwsRegion)]
 
 
 def provider_region(record, res) -> str:
@@ -74,7 +74,7 @@ def test_nat_gateways_per_zone_only_in_prod(stack, per_zone) -> None:
 @pytest.mark.parametrize("stack", AWS_STACKS)
 def test_eks_cluster_security(stack) -> None:
     record = record_of(stack)
-    prod = spec_of(stack).is_prod
+    prod = built_spec_of(stack).is_prod
     for eks in record.by_type("aws:eks/cluster:Cluster"):
         vpc = eks.inputs["vpcConfig"]
         assert vpc["endpointPrivateAccess"] is True
@@ -87,7 +87,7 @@ def test_eks_cluster_security(stack) -> None:
         key = next(k for k in record.by_type("aws:kms/key:Key") if k.parent == eks.parent)
         assert enc["provider"]["keyArn"] == key.outputs["arn"]
         assert key.inputs["enableKeyRotation"] is True
-        assert eks.inputs["version"] == spec_of(stack).kubernetes_version
+        assert eks.inputs["version"] == built_spec_of(stack).kubernetes_version
         assert eks.inputs.get("deletionProtection", False) is prod
 
 
@@ -115,7 +115,7 @@ def test_one_gpu_node_group_per_pool_with_taint_labels_and_ami(stack) -> None:
         labels = group.inputs["labels"]
         assert labels["rtip.dev/sharing"] == pool.sharing.mode
         if pool.sharing.mode == "mig":
-            assert labels["nvidia.com/mig.config"] == pool.sharing.layout
+            assert labels["nvidia.com/mig.config"] == (pool.sharing.layout or f"rtip-{pool.name}")
         if pool.sharing.mode == "time_slice":
             assert labels["nvidia.com/device-plugin.config"] == f"rtip-{pool.name}"
         # Spread over the pool's zones: one private subnet in each.
@@ -190,7 +190,7 @@ def test_unbuilt_regions_are_named_not_skipped() -> None:
     (platform,) = record.by_type("rtip:platform:Platform")
     # Exactly the regions whose cloud has no row in CLUSTERS yet: this follows the table as
     # clouds land.
-    regions = [(f"{r.cloud}/{r.region}", Cloud(r.cloud) in CLUSTERS) for r in spec_of("prod").regions]
+    regions = [(f"{r.cloud}/{r.region}", Cloud(r.cloud) in CLUSTERS) for r in built_spec_of("prod").regions]
     unbuilt = [name for name, built in regions if not built]
     assert platform.inputs["unbuiltRegions"] == unbuilt
     for name, built in regions:

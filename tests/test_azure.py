@@ -20,7 +20,7 @@ from rtip.synth import AZURE_SUBSCRIPTION
 from serving.hardware import GPUS, MACHINES, Cloud
 from stacks.checks import AKS_POOL_NAME, aks_pool_name
 from stacks.schema import AzureRegion
-from tests.conftest import record_of, spec_of, stack_doc, write_stack
+from tests.conftest import built_spec_of, record_of, stack_doc, write_stack
 
 CLUSTER = "rtip:azure:Cluster"
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -28,7 +28,7 @@ AGENT_POOL = "azure-native:containerservice:AgentPool"
 
 
 def azure_regions(stack: str = "prod") -> list[AzureRegion]:
-    return [r for r in spec_of(stack).regions if isinstance(r, AzureRegion)]
+    return [r for r in built_spec_of(stack).regions if isinstance(r, AzureRegion)]
 
 
 def cluster_of(record, res):
@@ -43,7 +43,7 @@ def test_prod_azure_region_is_built() -> None:
     assert set(clusters) == {r.region for r in azure_regions()}
     (region,) = azure_regions()
     assert clusters["eastus"].inputs == {"cloud": "azure", "region": "eastus", "zones": region.zones,
-                                         "kubernetesVersion": spec_of("prod").kubernetes_version}
+                                         "kubernetesVersion": built_spec_of("prod").kubernetes_version}
 
 
 def test_every_azure_resource_goes_through_its_region_provider() -> None:
@@ -96,7 +96,7 @@ def test_managed_cluster_security_and_identity() -> None:
     assert i["oidcIssuerProfile"] == {"enabled": True}
     assert i["securityProfile"]["workloadIdentity"] == {"enabled": True}
     assert i["identity"]["type"] == "SystemAssigned"
-    assert i["kubernetesVersion"] == spec_of("prod").kubernetes_version
+    assert i["kubernetesVersion"] == built_spec_of("prod").kubernetes_version
     assert i["disableLocalAccounts"] is True
     assert i["aadProfile"] == {"managed": True, "enableAzureRBAC": True}
     # prod: private API server and no public DNS name for it.

@@ -68,7 +68,7 @@ CASES = [
     (["models", 0, "catalog"], "gpt-5", "rtip:platform.models[0].catalog", "unknown model 'gpt-5'"),
     (["models", 0, "pool"], "h100", "rtip:platform.models[0].pool", "pool 'h100' does not exist"),
     (["models", 0, "catalog"], "llama-3.3-70b-instruct", "rtip:platform.models[0]",
-     "fits no slice of pool 'l4'"),
+     "fits no slice of pools ['l4']"),
     (["models", 0, "tier"], "interactive", "rtip:platform.models[0].pool",
      "does not allow time-sliced GPUs"),
     (["models", 0, "regions"], ["eu-west-1"], "rtip:platform.models[0].regions[0]",
@@ -231,8 +231,8 @@ def test_prod_gcp_needs_the_project_number(tmp_path, capsys) -> None:
 def test_peak_the_pools_cannot_serve_within_the_tier(tmp_path, capsys) -> None:
     err = plan_fails(capsys, write_stack(tmp_path, set_key(dev_platform(), ["models", 0, "peak_qps"], 50)))
     line = next(ln for ln in err.splitlines() if "rtip:platform.models[0]:" in ln)
-    assert "at 50 QPS cannot meet tier batch in us-east-1" in line
-    assert "holds 12 replicas but peak needs" in line and "more nodes (max_nodes)" in line
+    assert "in us-east-1: model llama-3b: pools ['l4'] cannot serve its peak within tier batch" in line
+    assert "peak 50 req/s needs" in line and "raise max_nodes" in line
 
 
 def test_tier_the_slice_cannot_meet_at_batch_one(tmp_path, capsys) -> None:

@@ -16,7 +16,7 @@ from rtip.offline import SECRET_MARK, Record
 from rtip.stackfile import load
 from serving.hardware import Cloud, machine
 from stacks.schema import GcpRegion, GpuPoolSpec
-from tests.conftest import record_of, spec_of, write_stack
+from tests.conftest import built_spec_of, record_of, write_stack
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -53,7 +53,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Record:
 
 
 def gcp_regions(stack: str) -> list[GcpRegion]:
-    return [r for r in spec_of(stack).regions if isinstance(r, GcpRegion)]
+    return [r for r in built_spec_of(stack).regions if isinstance(r, GcpRegion)]
 
 
 def gcp_regions_of(platform: dict) -> list[GcpRegion]:
@@ -85,7 +85,7 @@ def test_prod_builds_its_gcp_region() -> None:
 
 def test_one_regional_private_cluster_per_gcp_region() -> None:
     record = record_of("prod")
-    spec = spec_of("prod")
+    spec = built_spec_of("prod")
     for region in gcp_regions("prod"):
         component = cluster_component(record, region.region)
         assert component.inputs == {"cloud": "gcp", "region": region.region,
@@ -318,7 +318,7 @@ def test_account_ids_fit_gcp_limits() -> None:
 
 def test_prod_gke_encrypts_secrets_with_a_customer_key() -> None:
     record = record_of("prod")
-    spec = spec_of("prod")
+    spec = built_spec_of("prod")
     region = next(r for r in spec.regions if r.cloud == "gcp")
     cluster = gke(record, region.region)
     (key,) = [k for k in record.by_type("gcp:kms/cryptoKey:CryptoKey")
