@@ -49,6 +49,7 @@ class PoolSpec:
     uniform_mig: bool = False
     single_mig_profile: bool = False
     partitions: int | None = None  # AMD partitions per GPU; None: the GPU's most
+    mig_profiles: tuple[str, ...] | None = None  # the profiles the cloud can give the pool; None: all
 
     @property
     def gpu(self) -> GpuSpec:
@@ -149,7 +150,8 @@ def kinds(pool: PoolSpec, demand: ModelDemand) -> list[SliceKind]:
     if SharingMode.MIG in pool.sharing and gpu.mig_capable:
         layout = pool.mig_layout or (1,) * len(gpu.mig_profiles)
         found += [SliceKind(gpu.model, SharingMode.MIG, mig_profile=p.name)
-                  for p, n in zip(gpu.mig_profiles, layout, strict=True) if n]
+                  for p, n in zip(gpu.mig_profiles, layout, strict=True)
+                  if n and (pool.mig_profiles is None or p.name in pool.mig_profiles)]
     sharing_ok = demand.tier.allows_time_slicing
     # A MIG-capable GPU is time-sliced only where the stack says so: MIG isolates at the same cost.
     stated = pool.sharing == (SharingMode.TIME_SLICE,)

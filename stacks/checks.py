@@ -20,7 +20,7 @@ from serving.packing import PlanError
 from serving.tiers import TIERS, Tier
 from stacks.layout import models_in, plan_region, tier_of
 from stacks.netplan import address_plan
-from stacks.pools import SINGLE_PROFILE_CLOUDS
+from stacks.pools import SINGLE_PROFILE_CLOUDS, selectable_mig_profiles
 from stacks.schema import (
     AmdPartitioning,
     GcpRegion,
@@ -326,14 +326,10 @@ def aks_mig_profile(gpu: GpuSpec, sharing: MigSharing) -> MigProfile | None:
     profile has no AKS spelling.
     """
     used = [p for p, n in mig.resolve(gpu, sharing.layout, sharing.profiles).items() if n]
-    if len(used) != 1:
+    selectable = selectable_mig_profiles(Cloud.AZURE, gpu) or ()
+    if len(used) != 1 or used[0] not in selectable:
         return None
-    profile = gpu.mig_profile(used[0])
-    if profile is None:
-        return None
-    smallest = min(p.memory_slices for p in gpu.mig_profiles
-                   if p.compute_slices == profile.compute_slices)
-    return profile if profile.memory_slices == smallest else None
+    return gpu.mig_profile(used[0])
 
 
 def _check_aks_pools(spec: StackSpec) -> Iterator[Problem]:

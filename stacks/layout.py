@@ -84,7 +84,8 @@ def pool_spec(cloud: Cloud, pool: GpuPoolSpec, region_zones: int) -> PoolSpec:
     """What the planner may do with one pool of the stack."""
     shape = pools.shape_of(cloud, pool)
     base = PoolSpec(pool.name, shape, pool.max_nodes, len(pool.zones) if pool.zones else region_zones,
-                    single_mig_profile=cloud in pools.SINGLE_PROFILE_CLOUDS)
+                    single_mig_profile=cloud in pools.SINGLE_PROFILE_CLOUDS,
+                    mig_profiles=pools.selectable_mig_profiles(cloud, shape.gpu_spec))
     s = pool.sharing
     if isinstance(s, PlannedSharing):
         allowed = tuple(m for m in ALL_SHARING if s.allow is None or str(m) in s.allow)

@@ -11,6 +11,18 @@ from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, PlannedShari
 SINGLE_PROFILE_CLOUDS = {Cloud.GCP: "GKE (gpu_partition_size)", Cloud.AZURE: "AKS (gpu_instance_profile)"}
 
 
+def selectable_mig_profiles(cloud: Cloud, gpu: GpuSpec) -> tuple[str, ...] | None:
+    """The MIG profiles a pool on `cloud` can be partitioned with; None: every profile.
+
+    AKS `gpuInstanceProfile` names only the compute size (MIG1g..MIG7g) and gets the smallest
+    memory profile of that size (1g.10gb, not 1g.20gb, on an 80 GB GPU)."""
+    if cloud is not Cloud.AZURE:
+        return None
+    smallest = {p.compute_slices: min(q.memory_slices for q in gpu.mig_profiles
+                                      if q.compute_slices == p.compute_slices) for p in gpu.mig_profiles}
+    return tuple(p.name for p in gpu.mig_profiles if p.memory_slices == smallest[p.compute_slices])
+
+
 def shape_of(cloud: str, pool: GpuPoolSpec) -> MachineShape:
     shape = machine(Cloud(cloud), pool.machine_type)
     if shape is None:  # checks.py rejects this before any caller gets here
@@ -39,4 +51,4 @@ def sharing_label(pool: GpuPoolSpec) -> str:
     return "whole"
 
 
-__all__ = ["SINGLE_PROFILE_CLOUDS", "mig_layout", "shape_of", "sharing_label"]
+__all__ = ["SINGLE_PROFILE_CLOUDS", "mig_layout", "selectable_mig_profiles", "shape_of", "sharing_label"]
