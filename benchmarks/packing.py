@@ -8,6 +8,10 @@ to fit them). Pools are a mixed AWS region: 1-GPU L4 and L40S nodes, 8-GPU A100 
 three zones each. Memo caches are cleared before each timed planner run, so the time includes
 every capacity computation.
 
+The planner runs twice: with a MIG layout per GPU (the packing bound of what MIG allows) and
+with one layout for every GPU of a pool (`uniform_mig`), which is what a real node pool can carry
+and what the stack path (stacks.layout) plans: every node of a pool gets the same labels.
+
 Prints one row per catalog and writes benchmarks/results/packing.json.
 """
 
@@ -85,6 +89,10 @@ def run(size: int, seed: int) -> dict[str, object]:
     start = time.perf_counter()
     planned = packing.plan(demands, region)
     seconds = time.perf_counter() - start
+    uniform = [replace(p, uniform_mig=True) for p in region]
+    start = time.perf_counter()
+    per_pool = packing.plan(demands, uniform)
+    uniform_seconds = time.perf_counter() - start
     bound, bound_kind = packing.lower_bound(demands, region)
     naive = packing.one_model_per_gpu(demands, region)
     ffd = packing.first_fit_decreasing(demands, region)
@@ -100,6 +108,9 @@ def run(size: int, seed: int) -> dict[str, object]:
         "ratio_first_fit_decreasing": round(ffd.cost_per_hour / bound, 4),
         "ratio_planner": round(planned.cost_per_hour / bound, 4),
         "planning_s": round(seconds, 3),
+        "planner_one_layout_per_pool_per_hour": per_pool.cost_per_hour,
+        "ratio_planner_one_layout_per_pool": round(per_pool.cost_per_hour / bound, 4),
+        "planning_one_layout_per_pool_s": round(uniform_seconds, 3),
         "quantized_models": sum(m.quantized for m in planned.models),
         "shared_slices": sum(m.slice.mode.value != "whole" for m in planned.models),
     }
@@ -113,11 +124,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "packing.json")
     args = parser.parse_args()
     rows = [run(size, args.seed + size) for size in args.sizes]
-    header = f"{'models':>6} {'bound $/h':>11} {'1/GPU':>7} {'FFD':>7} {'planner':>7} {'plan s':>7}  bound"
+    header = (f"{'models':>6} {'bound $/h':>11} {'1/GPU':>7} {'FFD':>7} {'planner':>7} {'plan s':>7} "
+              f"{'1 layout/pool':>13} {'plan s':>7}  bound")
     print(header)
     for r in rows:
         print(f"{r['models']:>6} {r['lower_bound_per_hour']:>11.2f} {r['ratio_one_model_per_gpu']:>7.3f} "
-              f"{r['ratio_first_fit_decreasing']:>7.3f} {r['ratio_planner']:>7.3f} {r['planning_s']:>7.3f}"
+              f"{r['ratio_first_fit_decreasing']:>7.3f} {r['ratio_planner']:>7.3f} {r['planning_s']:>7.3f} "
+              f"{r['ratio_planner_one_layout_per_pool']:>13.3f} {r['planning_one_layout_per_pool_s']:>7.3f}"
               f"  {r['lower_bound']}")
     result = {
         "machine": {"python": platform.python_version(), "cpu_count": __import__("os").cpu_count(),

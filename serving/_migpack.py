@@ -112,20 +112,22 @@ def _first_fit(gpu: GpuModel, demand: Counts) -> list[Counts]:
     return [tuple(layout) for layout in gpus]
 
 
-# GPUs charged for a demand a layout cannot hold at all: far beyond any pool, so searches steer
-# away and a plan that keeps it fails its node bound with a clear error.
-UNPLACEABLE = 100_000
+# GPUs charged per instance of a profile a layout lacks: far beyond any pool, so a search prices
+# it out, and in proportion, so each move that drops a missing profile is a visible gain.
+UNPLACEABLE = 1_000
 
 
 def copies(layout: Counts, demand: Counts) -> int:
-    """GPUs of one `layout` that hold `demand`; a profile the layout lacks cannot be served."""
-    need = 0
+    """GPUs of one `layout` that hold `demand`; instances of profiles the layout lacks count
+    UNPLACEABLE GPUs each (no number of such GPUs holds them)."""
+    need, missing = 0, 0
     for have, want in zip(layout, demand, strict=True):
         if want:
             if not have:
-                return UNPLACEABLE
-            need = max(need, math.ceil(want / have))
-    return need
+                missing += want
+            else:
+                need = max(need, math.ceil(want / have))
+    return need + missing * UNPLACEABLE
 
 
 @cache
@@ -152,7 +154,7 @@ def uniform_layout(gpu: GpuModel, demand: Counts, single_profile: bool) -> Count
 
     def key(c: Counts) -> tuple[int, int, Counts]:
         n = copies(c, demand)
-        return (n, n * sum(c) - sum(demand), c)
+        return (n, n * sum(c), c)
     return min(candidates, key=key)
 
 
