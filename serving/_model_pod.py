@@ -38,6 +38,11 @@ HOST_MEMORY_WEIGHTS_FACTOR = 1.25
 # GPU replica needs only PyTorch's small IPC segments. It is RAM and counts against the limit.
 SHM_GIB_TP = 8
 SHM_GIB_SINGLE = 1
+# Writable scratch for /tmp and $HOME (compile caches), on the node's disk.
+SCRATCH_GIB = 20
+HOME = "/home/vllm"
+# A high UID no host account uses (checkov CKV_K8S_40); NVIDIA device nodes are world-usable.
+RUN_AS = 10001
 
 
 @dataclass(frozen=True)
@@ -119,11 +124,36 @@ def probes(cold: ColdStart) -> dict[str, Any]:
     }
 
 
-def security_context() -> dict[str, Any]:
-    # vLLM images run as root and write their compile caches under $HOME, so the container keeps
-    # its user and root filesystem; everything else a model server never needs is taken away.
-    return {"allowPrivilegeEscalation": False, "privileged": False,
-            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+def security_context(as_root: bool) -> dict[str, Any]:
+    """The model container's: no privilege, no capabilities, a read-only root filesystem (the
+    writable paths are the emptyDirs of `volumes`), and a non-root user unless `as_root`."""
+    ctx: dict[str, Any] = {"allowPrivilegeEscalation": False, "privileged": False,
+                           "readOnlyRootFilesystem": True,
+                           "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    if not as_root:
+        ctx.update(runAsNonRoot=True, runAsUser=RUN_AS, runAsGroup=RUN_AS)
+    return ctx
+
+
+def volumes(kind: SliceKind) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's volumes and the container's mounts: shared memory, /tmp, and $HOME, where vLLM,
+    Triton and torch.compile keep their caches (the root filesystem is read-only)."""
+    vols = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib(kind)}Gi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": f"{SCRATCH_GIB}Gi"}},
+        {"name": "home", "emptyDir": {"sizeLimit": f"{SCRATCH_GIB}Gi"}},
+    ]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"},
+              {"name": "home", "mountPath": HOME}]
+    return vols, mounts
+
+
+def env() -> list[dict[str, str]]:
+    # Telemetry off and no calls to the Hugging Face Hub: weights come from the stack's own
+    # store. HOME and the cache root point at the writable emptyDir.
+    values = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+              "HOME": HOME, "XDG_CACHE_HOME": f"{HOME}/.cache"}
+    return [{"name": k, "value": v} for k, v in values.items()]
 
 
 def tolerations(taints: tuple[tuple[str, str, str], ...]) -> list[dict[str, str]]:
@@ -147,7 +177,7 @@ def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
     ]
 
 
-__all__ = ["HEALTH_PATH", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "STARTUP_MARGIN", "VLLM_PORT",
-           "ZONE_KEY", "NodeShape", "container_resources", "gpu_memory_utilization", "node_share",
-           "probes", "security_context", "shm_gib", "spread", "startup_allowance_s", "tolerations",
-           "vllm_args"]
+__all__ = ["HEALTH_PATH", "HOME", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "RUN_AS", "STARTUP_MARGIN",
+           "VLLM_PORT", "ZONE_KEY", "NodeShape", "container_resources", "env", "gpu_memory_utilization",
+           "node_share", "probes", "security_context", "shm_gib", "spread", "startup_allowance_s",
+           "tolerations", "vllm_args", "volumes"]

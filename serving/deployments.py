@@ -44,8 +44,10 @@ RUNTIME_IMAGE: dict[Vendor, str] = {Vendor.NVIDIA: "vllm-openai", Vendor.AMD: "v
 CLOUD_POD_LABELS: dict[Cloud, dict[str, str]] = {Cloud.AZURE: {"azure.workload.identity/use": "true"}}
 # GKE advertises every MIG instance as `nvidia.com/gpu`; the slice size is chosen by this label.
 MIG_PARTITION_LABEL: dict[Cloud, str] = {Cloud.GCP: "cloud.google.com/gke-gpu-partition-size"}
-# Telemetry off and no calls to the Hugging Face Hub: weights come from the stack's own store.
-_ENV = (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"))
+# Vendors whose model server runs as root: ROCm needs /dev/kfd and /dev/dri, which belong to the
+# host's `render` and `video` groups, whose GIDs differ between node images; NVIDIA's device
+# nodes are usable by any user.
+RUNS_AS_ROOT: frozenset[Vendor] = frozenset({Vendor.AMD})
 
 
 class ModelRegionPlan(Protocol):
@@ -162,7 +164,7 @@ def cluster_serving_runtime(plan: ModelRegionPlan, vendor: Vendor, image: str) -
                 # The module entry point exists in both the CUDA and the ROCm image.
                 "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
                 "args": [f"--port={pod.VLLM_PORT}"],
-                "env": [{"name": k, "value": v} for k, v in _ENV],
+                "env": pod.env(),
                 "ports": [{"containerPort": pod.VLLM_PORT, "protocol": "TCP"}],
             }],
         },
@@ -186,14 +188,16 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
     api_version, kind = INFERENCE_SERVICE
     cached = pool.nvme_path is not None
     kind_ = plan.slice
+    as_root = pool.vendor in RUNS_AS_ROOT
+    volumes, mounts = pod.volumes(kind_)
     container: dict[str, Any] = {
         "modelFormat": {"name": MODEL_FORMAT},
         "runtime": runtime_name(plan),
         "args": pod.vllm_args(plan.model, kind_, pool.sharing, plan.max_model_len,
                               None if cached else plan.source_uri),
         "resources": pod.container_resources(kind_, pool.node, cluster.resource, weights_gb(plan)),
-        "securityContext": pod.security_context(),
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        "securityContext": pod.security_context(as_root),
+        "volumeMounts": mounts,
         **pod.probes(plan.cold_start),
     }
     if cached:
@@ -215,11 +219,14 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
             "nodeSelector": _selector(plan, cluster),
             "tolerations": pod.tolerations(pool.taints),
             "topologySpreadConstraints": pod.spread({MODEL_LABEL: plan.model}),
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"},
+                                 **({} if as_root else {"runAsNonRoot": True})},
+            # The servers never call the Kubernetes API; each cloud's workload identity brings
+            # its own projected token.
+            "automountServiceAccountToken": False,
             # Give a replica time to finish its in-flight generations before it is killed.
             "terminationGracePeriodSeconds": 120,
-            "volumes": [{"name": "dshm", "emptyDir": {
-                "medium": "Memory", "sizeLimit": f"{pod.shm_gib(kind_)}Gi"}}],
+            "volumes": volumes,
             "model": container,
         }},
     }
@@ -313,7 +320,7 @@ def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTar
 
 __all__ = ["AUTOSCALER_CLASS", "CLOUD_POD_LABELS", "CLUSTER_SERVING_RUNTIME", "DEPLOYMENT_MODE",
            "INFERENCE_SERVICE", "LOCAL_MODEL_CACHE", "MIG_PARTITION_LABEL", "MODEL_LABEL",
-           "POD_MONITOR", "RUNTIME_IMAGE", "SCALED_OBJECT", "ClusterTarget", "ModelManifests",
+           "POD_MONITOR", "RUNS_AS_ROOT", "RUNTIME_IMAGE", "SCALED_OBJECT", "ClusterTarget", "ModelManifests",
            "ModelRegionPlan",
            "PoolTarget", "cluster_serving_runtime", "inference_service", "local_model_cache",
            "model_manifests", "pod_disruption_budget", "pod_monitor", "predictor_deployment",
