@@ -19,6 +19,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
 
+from serving._quiet import quiet_stdout
+
 
 @dataclass(frozen=True)
 class LpOption:
@@ -102,9 +104,10 @@ def solve(options: list[LpOption], pools: list[LpPool], models: int, exact: bool
     if exact:
         integrality[:n_opt] = 1
         integrality[[g + 2 for g in g_idx]] = 1
-    res = milp(cost, constraints=LinearConstraint(matrix, lower, upper),
-               bounds=Bounds(np.zeros(n_var), hi), integrality=integrality,
-               options={"time_limit": time_limit_s, "presolve": True})
+    with quiet_stdout():
+        res = milp(cost, constraints=LinearConstraint(matrix, lower, upper),
+                   bounds=Bounds(np.zeros(n_var), hi), integrality=integrality,
+                   options={"time_limit": time_limit_s, "presolve": True})
     if res.x is None:
         raise ValueError(f"packing LP has no solution: {res.message}")
     proven = res.status == 0

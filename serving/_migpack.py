@@ -15,6 +15,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from serving import mig
+from serving._quiet import quiet_stdout
 from serving.hardware import GPUS, GpuModel
 
 Counts = tuple[int, ...]  # instances per profile, in the GPU's mig_profiles order
@@ -74,9 +75,10 @@ def _cover(gpu: GpuModel, demand: Counts) -> list[Counts] | None:
     layout is placeable), or None if the solver gives no answer."""
     layouts = maximal_layouts(gpu)
     matrix = np.array(layouts, dtype=float).T  # profiles x layouts
-    res = milp(np.ones(len(layouts)), integrality=np.ones(len(layouts)),
-               constraints=LinearConstraint(matrix, np.array(demand, dtype=float), np.inf),
-               bounds=Bounds(0, np.inf), options={"time_limit": 1.0})
+    with quiet_stdout():
+        res = milp(np.ones(len(layouts)), integrality=np.ones(len(layouts)),
+                   constraints=LinearConstraint(matrix, np.array(demand, dtype=float), np.inf),
+                   bounds=Bounds(0, np.inf), options={"time_limit": 1.0})
     if res.x is None:
         return None
     left = list(demand)
