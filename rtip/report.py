@@ -78,6 +78,25 @@ def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
     }
 
 
+MODEL_DEPLOYMENT_TYPE = "rtip:k8s:ModelDeployment"
+
+
+def _add_deployments(record: Record, models: list[dict[str, Any]],
+                     clusters: list[dict[str, Any]]) -> None:
+    """What each model's deployment on its region's cluster requests, as the record has it: the
+    resource the cluster's GPU operator advertises (AKS MIG pools advertise nvidia.com/gpu), the
+    runtime image, whether weights come from the NVMe cache, and the component's notes."""
+    cluster_of = {c["region"]: c["name"] for c in clusters if c["built"]}
+    deployed = {(r.inputs["cluster"], r.inputs["model"]): r.inputs
+                for r in record.resources if r.type == MODEL_DEPLOYMENT_TYPE}
+    for m in models:
+        got = deployed.get((cluster_of.get(m["region"]), m["name"]))
+        if got is not None:
+            m["deployment"] = {"resource": got["resource"], "resource_count": got["resourceCount"],
+                               "runtime_image": got["runtimeImage"], "model_cache": got["modelCache"],
+                               "notes": got["notes"]}
+
+
 def _add_pool_plans(spec: StackSpec, clusters: list[dict[str, Any]]) -> None:
     """Each built pool's planned nodes: at peak and at the models' replica floor."""
     by_region = {c["region"]: c for c in clusters if c["built"]}
@@ -108,6 +127,8 @@ def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> 
                 "built": False, "pools": [],
             })
     _add_pool_plans(spec, clusters)
+    model_rows = [_model(m, spec) for m in models]
+    _add_deployments(record, model_rows, clusters)
     counts = Counter(r.type for r in record.resources)
     registries = [
         {"cloud": r.type.split(":")[1], "source": r.inputs["source"], "regions": r.inputs["regions"]}
@@ -119,7 +140,7 @@ def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> 
         "clusters": clusters,
         "unbuilt_regions": unbuilt,
         "registries": registries,
-        "models": [_model(m, spec) for m in models],
+        "models": model_rows,
         # GPU $/h of the models' slices: at peak (max replicas) and at the floor (min replicas).
         "cost_per_hour": round(sum(m.cost_per_hour_at_max for m in models), 2),
         # What the GPU nodes cost at peak: whole nodes, with the capacity packing leaves unused.
@@ -173,6 +194,9 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
                        f"{m['cost_per_replica_hour']:.2f}", f"{m['cold_start_s']['total_s']:g}",
                        f"{m['cold_start_s']['warm_node_s']:g}")
     console.print(models)
+    for m in doc["models"]:
+        for note in m.get("deployment", {}).get("notes", []):
+            console.print(f"[yellow]note:[/yellow] {m['name']} in {m['region']}: {note}")
     console.print(f"GPU cost of the models: ${doc['cost_per_hour']:,.2f}/h at peak, "
                   f"${doc['cost_per_hour_min']:,.2f}/h at the replica floor; GPU nodes at peak "
                   f"(whole nodes, as packed): ${doc['node_cost_per_hour']:,.2f}/h")

@@ -135,3 +135,17 @@ def test_rendered_core_objects_validate_strictly(tmp_path, capsys, stack_name) -
         if doc["kind"] == "HelmRelease" or ("." in group and not group.endswith(".k8s.io")):
             continue
         kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_json_models_show_what_their_deployment_requests(capsys) -> None:
+    doc = plan_json(capsys, "prod")
+    for m in doc["models"]:
+        d = m["deployment"]
+        assert d["resource_count"] == m["tensor_parallel"]
+        if m["cloud"] == "azure" and m["slice_mode"] == "mig":
+            # AKS partitions the pool with one profile: the operator's single strategy advertises
+            # the instances as whole GPUs, and the plan says so next to the planned slice.
+            assert m["slice"].startswith("nvidia.com/mig-") and d["resource"] == "nvidia.com/gpu"
+            assert any("advertises" in n for n in d["notes"])
+        else:
+            assert d["resource"] == m["slice"]
