@@ -19,6 +19,7 @@ from serving.capacity import (
     region_replicas,
     slice_capacity,
 )
+from serving.coldstart import ColdStart
 from serving.hardware import GpuSpec, MachineShape, Vendor
 from serving.models import ModelCard, Quantization, quantizations
 from serving.profiles import SliceKind
@@ -95,7 +96,7 @@ class Option:
     quantization: Quantization
     capacity: ReplicaCapacity
     replicas: RegionReplicas
-    cold_start_s: float
+    cold_start: ColdStart
 
     @property
     def per_zone(self) -> int:
@@ -182,11 +183,11 @@ def options_for(index: int, demand: ModelDemand, pools: list[PoolSpec], why: Rej
                 if isinstance(got, TierUnmeetable):
                     why.too_slow.append((got.miss, str(got)))
                     continue
-                weights = demand.card.weights_for(q) or demand.card.weights_gb
+                weights = demand.card.variant_weights_gb(q)
                 cold = coldstart.budget(pool.shape.cloud, weights,
-                                        nvme_cache=pool.shape.local_nvme_gb >= weights).total_s
-                reps = region_replicas(demand.peak_qps, got.qps, pool.zones, demand.tier, cold,
-                                       demand.growth_per_s)
+                                        nvme_cache=pool.shape.local_nvme_gb >= weights)
+                reps = region_replicas(demand.peak_qps, got.qps, pool.zones, demand.tier,
+                                       cold.total_s, demand.growth_per_s)
                 if demand.replicas is not None:
                     low, high = demand.replicas
                     reps = replace(reps, min_replicas=low, max_replicas=high,

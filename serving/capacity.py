@@ -90,8 +90,7 @@ def replica_capacity(
     Raises DoesNotFit when the weights and one `context_tokens` sequence exceed the slice, and
     TierUnmeetable when even batch 1 at no load misses the tier's TTFT or TPOT.
     """
-    weights = card.weights_for(prof.quantization)
-    assert weights is not None  # profile() already refused a variant the card lacks
+    weights = card.variant_weights_gb(prof.quantization)
     context = context_tokens or MIN_CONTEXT_TOKENS
     kv_tokens = kv_token_capacity(card, weights, prof.slice.memory_gb)
     where = f"{card.id} ({prof.quantization}) on {prof.slice.label}"

@@ -63,6 +63,14 @@ class ModelCard:
         variant = next((v for v in self.variants if v.quantization is quantization), None)
         return variant.weights_gb if variant else None
 
+    def variant_weights_gb(self, quantization: Quantization) -> float:
+        """Weights of a variant the card has; asking for one it lacks is a programming error
+        (the planner only chooses from `quantizations`)."""
+        weights = self.weights_for(quantization)
+        if weights is None:
+            raise ValueError(f"{self.id} has no {quantization} variant")
+        return weights
+
     @property
     def quantizations(self) -> tuple[Quantization, ...]:
         return (Quantization.NONE, *(v.quantization for v in self.variants))

@@ -28,6 +28,7 @@ from serving._lp import LpOption, LpPool, solve
 from serving._options import ModelDemand, Option, PoolSpec, Rejections, options_for
 from serving._search import PoolLoad, improve
 from serving.capacity import RegionReplicas, ReplicaCapacity
+from serving.coldstart import ColdStart
 from serving.models import Quantization
 from serving.profiles import SliceKind
 from serving.slices import SharingMode
@@ -58,9 +59,13 @@ class ModelPlacement:
     quantization: Quantization
     capacity: ReplicaCapacity
     replicas: RegionReplicas
-    cold_start_s: float
+    cold_start: ColdStart
     cost_per_hour: float  # the model's GPU share at max replicas, fractional
     cost_per_replica_hour: float  # one replica's GPU share
+
+    @property
+    def cold_start_s(self) -> float:
+        return self.cold_start.total_s
 
     @property
     def quantized(self) -> bool:
@@ -171,7 +176,7 @@ def _realise(demands: list[ModelDemand], choice: list[Option], pools: list[PoolS
                         f"max_nodes, add a pool, or loosen the tier of the largest models")
     placements = tuple(
         ModelPlacement(d.name, o.pool.name, o.kind, o.resource, o.quantization, o.capacity,
-                       o.replicas, o.cold_start_s, round(o.fractional_cost, 4),
+                       o.replicas, o.cold_start, round(o.fractional_cost, 4),
                        round(o.fractional_cost / max(1, o.per_zone * o.pool.zones), 4))
         for d, o in zip(demands, choice, strict=True))
     floor = {p.name: PoolLoad(p) for p in pools}

@@ -123,9 +123,7 @@ def _tflops(spec: GpuSpec, quantization: Quantization) -> float:
 
 def profile(card: ModelCard, kind: SliceKind, quantization: Quantization = Quantization.NONE) -> Profile:
     """The derived profile of `card` with `quantization` on `kind`."""
-    weights = card.weights_for(quantization)
-    if weights is None:
-        raise ValueError(f"{card.id} has no {quantization} variant")
+    weights = card.variant_weights_gb(quantization)
     tp = kind.tensor_parallel
     ref = _reference(card, kind.gpu, tp)
     ref_gpu = GPUS[ref.gpu]

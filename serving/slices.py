@@ -88,10 +88,7 @@ def required_memory_gb(
     card: ModelCard, quantization: Quantization, context_tokens: int = MIN_CONTEXT_TOKENS
 ) -> float:
     """Weights plus the KV cache of one sequence of `context_tokens`, before the utilization cap."""
-    weights = card.weights_for(quantization)
-    if weights is None:
-        raise ValueError(f"{card.id} has no {quantization} variant")
-    return weights + card.kv_bytes_per_token * context_tokens / 1e9
+    return card.variant_weights_gb(quantization) + card.kv_bytes_per_token * context_tokens / 1e9
 
 
 def fits(card: ModelCard, quantization: Quantization, slice_memory_gb: float,
