@@ -17,10 +17,8 @@ from components.addons import MONITORING_NAMESPACE
 from components.contract import ClusterFacts
 from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE
 from serving import deployments as dep
-from serving import gpu_config as gc
-from serving._model_pod import NodeShape
 from serving.charts import ChartKey, chart
-from serving.hardware import Cloud, machine
+from serving.hardware import machine
 from stacks.plan import ModelRegionPlan
 
 PROMETHEUS_PORT = 9090
@@ -57,17 +55,16 @@ def targets(plan: ModelRegionPlan, cluster: ClusterFacts) -> tuple[dep.PoolTarge
     if shape is None:
         raise ValueError(f"model {plan.model}: pool {pool.name} machine type {pool.machine_type} "
                          f"is not in the {cluster.cloud} catalog")
-    resource = gc.resource_name(cluster.cloud is Cloud.GCP, cluster.pools, pool, plan.slice.mig_profile)
     return (
         dep.PoolTarget(
             name=pool.name, vendor=pool.vendor, sharing=pool.sharing,
-            node=NodeShape(shape.gpu_count, shape.vcpus, shape.memory_gib),
+            node=shape,
             taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
             nvme_path=pool.nvme_path,
         ),
         dep.ClusterTarget(
             cloud=cluster.cloud, namespace=MODELS_NAMESPACE, service_account=MODEL_SERVICE_ACCOUNT,
-            prometheus_address=prometheus_address(), resource=resource,
+            prometheus_address=prometheus_address(),
         ),
     )
 
@@ -93,7 +90,7 @@ class ModelDeployment(pulumi.ComponentResource):
             "cluster": cluster.name,
             "model": plan.model,
             "pool": plan.pool,
-            "resource": where.resource,
+            "resource": plan.resource,
             "resourceCount": plan.resource_count,
             "runtimeImage": built.runtime["spec"]["containers"][0]["image"],
             "modelCache": built.local_model_cache is not None,

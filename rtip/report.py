@@ -83,8 +83,7 @@ MODEL_DEPLOYMENT_TYPE = "rtip:k8s:ModelDeployment"
 
 def _add_deployments(record: Record, models: list[dict[str, Any]],
                      clusters: list[dict[str, Any]]) -> None:
-    """What each model's deployment on its region's cluster requests, as the record has it: the
-    resource the cluster's GPU operator advertises (AKS MIG pools advertise nvidia.com/gpu), the
+    """What each model's deployment on its region's cluster runs, as the record has it: the
     runtime image, whether weights come from the NVMe cache, and the component's notes."""
     cluster_of = {c["region"]: c["name"] for c in clusters if c["built"]}
     deployed = {(r.inputs["cluster"], r.inputs["model"]): r.inputs
@@ -92,8 +91,7 @@ def _add_deployments(record: Record, models: list[dict[str, Any]],
     for m in models:
         got = deployed.get((cluster_of.get(m["region"]), m["name"]))
         if got is not None:
-            m["deployment"] = {"resource": got["resource"], "resource_count": got["resourceCount"],
-                               "runtime_image": got["runtimeImage"], "model_cache": got["modelCache"],
+            m["deployment"] = {"runtime_image": got["runtimeImage"], "model_cache": got["modelCache"],
                                "notes": got["notes"]}
 
 

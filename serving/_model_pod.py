@@ -7,11 +7,10 @@ InferenceService). Split from it so each module stays small.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from serving.coldstart import ColdStart
-from serving.hardware import GPUS
+from serving.hardware import GPUS, MachineShape
 from serving.profiles import SliceKind
 from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
 
@@ -45,26 +44,18 @@ HOME = "/home/vllm"
 RUN_AS = 10001
 
 
-@dataclass(frozen=True)
-class NodeShape:
-    """What one node of the pool has to share between the replicas it hosts."""
-
-    gpus_per_node: int
-    vcpus: int
-    memory_gib: int
-
-
-def node_share(kind: SliceKind, node: NodeShape) -> float:
+def node_share(kind: SliceKind, node: MachineShape) -> float:
     """The share of one node a replica's slices account for: its GPUs' compute share over the
     node's GPUs (a 3g MIG slice is 3/7 of a GPU, a time-sliced share 1/n)."""
-    return kind.tensor_parallel * kind.compute_share / node.gpus_per_node
+    return kind.tensor_parallel * kind.compute_share / node.gpu_count
 
 
 def shm_gib(kind: SliceKind) -> int:
     return SHM_GIB_TP if kind.tensor_parallel > 1 else SHM_GIB_SINGLE
 
 
-def container_resources(kind: SliceKind, node: NodeShape, resource: str, weights_gb: float) -> dict[str, Any]:
+def container_resources(kind: SliceKind, node: MachineShape, resource: str,
+                        weights_gb: float) -> dict[str, Any]:
     """Requests equal limits (Guaranteed QoS: a serving pod is never the first one evicted or
     throttled), sized from the replica's share of the node and capped at what vLLM uses."""
     share = node_share(kind, node) * (1 - NODE_RESERVED)
@@ -178,6 +169,6 @@ def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
 
 
 __all__ = ["HEALTH_PATH", "HOME", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "RUN_AS", "STARTUP_MARGIN",
-           "VLLM_PORT", "ZONE_KEY", "NodeShape", "container_resources", "env", "gpu_memory_utilization",
+           "VLLM_PORT", "ZONE_KEY", "container_resources", "env", "gpu_memory_utilization",
            "node_share", "probes", "security_context", "shm_gib", "spread", "startup_allowance_s",
            "tolerations", "vllm_args", "volumes"]

@@ -18,9 +18,9 @@ from serving import _model_pod as pod
 from serving.autoscaling import POLLING_INTERVAL_S, Autoscaling
 from serving.charts import IMAGES, Image, UnpinnedError, pinned_ref
 from serving.coldstart import ColdStart
-from serving.hardware import Cloud, Vendor
+from serving.hardware import Cloud, MachineShape, Vendor
 from serving.manifests import MANAGED, POOL_LABEL
-from serving.models import CATALOG, Quantization
+from serving.models import Quantization
 from serving.profiles import SliceKind
 from serving.slices import SharingMode
 
@@ -70,6 +70,8 @@ class ModelRegionPlan(Protocol):
     @property
     def quantization(self) -> Quantization: ...
     @property
+    def weights_gb(self) -> float: ...
+    @property
     def max_model_len(self) -> int: ...
     @property
     def min_replicas(self) -> int: ...
@@ -90,7 +92,7 @@ class PoolTarget:
     name: str
     vendor: Vendor
     sharing: str  # the pool's sharing word: whole, mig:<layout>, time_slice:<n>, partition:<mode>
-    node: pod.NodeShape
+    node: MachineShape
     taints: tuple[tuple[str, str, str], ...]  # (key, value, effect), Kubernetes spelling
     nvme_path: str | None  # None: no local NVMe, so no model cache on this pool
 
@@ -103,9 +105,6 @@ class ClusterTarget:
     namespace: str
     service_account: str
     prometheus_address: str  # KEDA's prometheus trigger reads the model's metrics here
-    # The extended resource the cluster's device plugin advertises for the planned slice; it can
-    # differ from the plan's (a MIG `single` strategy advertises `nvidia.com/gpu`).
-    resource: str
 
 
 @dataclass(frozen=True)
@@ -179,11 +178,6 @@ def _selector(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, str]:
     return selector
 
 
-def weights_gb(plan: ModelRegionPlan) -> float:
-    card = CATALOG[plan.catalog]
-    return card.weights_for(plan.quantization) or card.weights_gb
-
-
 def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTarget) -> dict[str, Any]:
     api_version, kind = INFERENCE_SERVICE
     cached = pool.nvme_path is not None
@@ -195,7 +189,7 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
         "runtime": runtime_name(plan),
         "args": pod.vllm_args(plan.model, kind_, pool.sharing, plan.max_model_len,
                               None if cached else plan.source_uri),
-        "resources": pod.container_resources(kind_, pool.node, cluster.resource, weights_gb(plan)),
+        "resources": pod.container_resources(kind_, pool.node, plan.resource, plan.weights_gb),
         "securityContext": pod.security_context(as_root),
         "volumeMounts": mounts,
         **pod.probes(plan.cold_start),
@@ -289,7 +283,7 @@ def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]
         "spec": {
             "sourceModelUri": plan.source_uri,
             # Rounded up so the node agent's space check never cuts a shard off.
-            "modelSize": f"{math.ceil(weights_gb(plan)) + 1}G",
+            "modelSize": f"{math.ceil(plan.weights_gb) + 1}G",
             "nodeGroups": [pool.name],
         },
     }
@@ -304,9 +298,6 @@ def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTar
     if pool.nvme_path is None:
         notes.append(f"model {plan.model}: pool {pool.name} has no local NVMe, so no LocalModelCache; "
                      f"vLLM streams the weights from {plan.source_uri} (--load-format runai_streamer)")
-    if cluster.resource != plan.resource:
-        notes.append(f"model {plan.model}: the cluster advertises the slice as {cluster.resource} "
-                     f"(planned as {plan.resource})")
     return ModelManifests(
         runtime=cluster_serving_runtime(plan, pool.vendor, runtime_image(plan, pool.vendor, images)),
         inference_service=inference_service(plan, pool, cluster),
@@ -324,4 +315,4 @@ __all__ = ["AUTOSCALER_CLASS", "CLOUD_POD_LABELS", "CLUSTER_SERVING_RUNTIME", "D
            "ModelRegionPlan",
            "PoolTarget", "cluster_serving_runtime", "inference_service", "local_model_cache",
            "model_manifests", "pod_disruption_budget", "pod_monitor", "predictor_deployment",
-           "runtime_image", "runtime_name", "scaled_object", "weights_gb"]
+           "runtime_image", "runtime_name", "scaled_object"]

@@ -31,8 +31,9 @@ class MigStrategy(StrEnum):
     MIXED = "mixed"
 
 
-class PoolLike(Protocol):
-    """The parts of components.contract.PoolFacts this module reads (serving imports no Pulumi)."""
+class PoolSharing(Protocol):
+    """What decides the slices a pool's device plugin advertises: its GPU and sharing word.
+    stacks.pools.sharing_view gives it for a stack's pool, before any cluster exists."""
 
     @property
     def name(self) -> str: ...
@@ -41,14 +42,19 @@ class PoolLike(Protocol):
     @property
     def vendor(self) -> Vendor: ...
     @property
-    def gpus_per_node(self) -> int: ...
-    @property
     def sharing(self) -> str: ...
+
+
+class PoolLike(PoolSharing, Protocol):
+    """The parts of components.contract.PoolFacts this module reads (serving imports no Pulumi)."""
+
+    @property
+    def gpus_per_node(self) -> int: ...
     @property
     def labels(self) -> dict[str, str]: ...
 
 
-def _mig_counts(pool: PoolLike) -> dict[str, int]:
+def _mig_counts(pool: PoolSharing) -> dict[str, int]:
     """Profile counts per GPU from the pool's sharing word (`mig:<layout>` or `mig:2x1g.10gb+...`)."""
     body = pool.sharing.removeprefix("mig:")
     gpu = GPUS[pool.gpu]
@@ -64,7 +70,7 @@ def _mig_counts(pool: PoolLike) -> dict[str, int]:
     return counts
 
 
-def mig_layout(pool: PoolLike) -> dict[str, int]:
+def mig_layout(pool: PoolSharing) -> dict[str, int]:
     """The pool's MIG profile counts per GPU, checked against the GPU's placement rules."""
     counts = _mig_counts(pool)
     gpu = GPUS[pool.gpu]
@@ -75,7 +81,7 @@ def mig_layout(pool: PoolLike) -> dict[str, int]:
     return counts
 
 
-def time_slice_replicas(pool: PoolLike) -> int | None:
+def time_slice_replicas(pool: PoolSharing) -> int | None:
     if not pool.sharing.startswith("time_slice:"):
         return None
     return int(pool.sharing.removeprefix("time_slice:"))
@@ -112,12 +118,19 @@ def nvidia_config(pools: Iterable[PoolLike]) -> NvidiaConfig:
         n = time_slice_replicas(pool)
         if n is not None:
             replicas[pool.labels[DEVICE_PLUGIN_CONFIG_LABEL]] = n
+    return NvidiaConfig(layouts, replicas, mig_strategy(nvidia))
+
+
+def mig_strategy(pools: Iterable[PoolSharing]) -> MigStrategy | None:
+    """The device plugin's MIG strategy for a cluster with these pools (see nvidia_config);
+    None when no NVIDIA pool uses MIG."""
+    nvidia = [p for p in pools if p.vendor is Vendor.NVIDIA]
+    layouts = [mig_layout(p) for p in nvidia if p.sharing.startswith("mig:")]
     if not layouts:
-        return NvidiaConfig({}, replicas, None)
-    profiles = {p for layout in layouts.values() for p in layout}
-    only_mig = all(p.sharing.startswith("mig:") for p in nvidia)
-    strategy = MigStrategy.SINGLE if len(profiles) == 1 and only_mig else MigStrategy.MIXED
-    return NvidiaConfig(layouts, replicas, strategy)
+        return None
+    profiles = {p for layout in layouts for p in layout}
+    only_mig = len(layouts) == len(nvidia)
+    return MigStrategy.SINGLE if len(profiles) == 1 and only_mig else MigStrategy.MIXED
 
 
 def mig_resource_name(strategy: MigStrategy, profile: str) -> str:
@@ -125,7 +138,7 @@ def mig_resource_name(strategy: MigStrategy, profile: str) -> str:
     return "nvidia.com/gpu" if strategy is MigStrategy.SINGLE else f"nvidia.com/mig-{profile}"
 
 
-def resource_name(on_gke: bool, pools: Iterable[PoolLike], pool: PoolLike,
+def resource_name(on_gke: bool, pools: Iterable[PoolSharing], pool: PoolSharing,
                   mig_profile: str | None = None) -> str:
     """The extended resource a pod asks for to get one slice of `pool` (one MIG `mig_profile`).
 
@@ -145,7 +158,7 @@ def resource_name(on_gke: bool, pools: Iterable[PoolLike], pool: PoolLike,
                          f"{mig_layout(pool)}")
     if on_gke:
         return "nvidia.com/gpu"
-    strategy = nvidia_config(pools).mig_strategy
+    strategy = mig_strategy(pools)
     assert strategy is not None  # `pool` itself uses MIG
     return mig_resource_name(strategy, mig_profile)
 
@@ -209,8 +222,25 @@ def dcm_config_json(profiles: Mapping[str, tuple[AmdPartition, int]]) -> str:
     return json.dumps(dcm_config(profiles), indent=2, sort_keys=True)
 
 
-__all__ = ["AMD_PROFILE_LABEL", "DEVICE_PLUGIN_CONFIG_LABEL", "DEVICE_PLUGIN_DEFAULT",
-           "MIG_CONFIG_LABEL", "MIG_DISABLED", "MigStrategy", "NvidiaConfig", "PoolLike",
-           "amd_partitions", "dcm_config", "dcm_config_json", "device_plugin_configs",
-           "mig_layout", "mig_parted_config", "mig_resource_name", "nvidia_config",
-           "resource_name", "time_slice_replicas"]
+__all__ = [
+    "AMD_PROFILE_LABEL",
+    "DEVICE_PLUGIN_CONFIG_LABEL",
+    "DEVICE_PLUGIN_DEFAULT",
+    "MIG_CONFIG_LABEL",
+    "MIG_DISABLED",
+    "MigStrategy",
+    "NvidiaConfig",
+    "PoolLike",
+    "PoolSharing",
+    "amd_partitions",
+    "dcm_config",
+    "dcm_config_json",
+    "device_plugin_configs",
+    "mig_layout",
+    "mig_parted_config",
+    "mig_resource_name",
+    "mig_strategy",
+    "nvidia_config",
+    "resource_name",
+    "time_slice_replicas",
+]

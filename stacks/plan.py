@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from serving import coldstart
+from serving import gpu_config
 from serving.autoscaling import Autoscaling, autoscaling
 from serving.capacity import ReplicaCapacity
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud
 from serving.models import CATALOG, ModelCard, Quantization
+from serving.packing import ModelPlacement
 from serving.profiles import SliceKind, profile
 from serving.slices import GPU_MEMORY_UTILIZATION, MIN_CONTEXT_TOKENS
 from serving.tiers import TIERS, Tier
 from stacks import pools
-from stacks.layout import RegionLayout, models_in, plan_region, resolve, tier_of
+from stacks.layout import models_in, plan_region, resolve, tier_of
 from stacks.naming import MODELS_NAMESPACE, source_uri
-from stacks.schema import RegionSpec, StackSpec
+from stacks.schema import ModelSpec, RegionSpec, StackSpec
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,11 @@ class ModelRegionPlan:
     peak_qps: float
     pool: str
     slice: SliceKind  # GPU, sharing mode, TP degree, MIG profile or time-slice width
-    # The extended resource of one GPU of a replica: nvidia.com/gpu, nvidia.com/mig-3g.40gb, amd.com/gpu.
+    # The extended resource one GPU of a replica is, as the cluster's device plugin advertises it:
+    # nvidia.com/gpu, nvidia.com/mig-3g.40gb, amd.com/gpu, amd.com/cpx_nps4.
     resource: str
-    slice_memory_gb: float  # memory of one such resource
     quantization: Quantization
+    weights_gb: float  # of the weights variant served
     max_model_len: int  # context vLLM serves (--max-model-len)
     min_replicas: int
     max_replicas: int
@@ -54,6 +56,11 @@ class ModelRegionPlan:
     headroom: float  # fraction of peak held above it for autoscale lag
     cost_per_replica_hour: float
     autoscaling: Autoscaling  # KEDA trigger, thresholds, HPA behavior, fallback
+
+    @property
+    def slice_memory_gb(self) -> float:
+        """Memory of one of `resource`."""
+        return round(self.slice.memory_gb, 2)
 
     @property
     def resource_count(self) -> int:
@@ -75,8 +82,8 @@ def served_context(card: ModelCard, quantization: Quantization, slice_memory_gb:
     beside the weights (vLLM refuses to start when one full-length sequence does not fit)."""
     if requested is not None:
         return requested
-    weights = card.weights_for(quantization) or card.weights_gb
-    free_gb = slice_memory_gb * tensor_parallel * GPU_MEMORY_UTILIZATION - weights
+    free_gb = (slice_memory_gb * tensor_parallel * GPU_MEMORY_UTILIZATION
+               - card.variant_weights_gb(quantization))
     fits_tokens = int(free_gb * 1e9 // card.kv_bytes_per_token)
     # vLLM's KV blocks hold 16 tokens; a multiple of 256 keeps the number readable.
     return max(MIN_CONTEXT_TOKENS, min(card.context_max, fits_tokens // 256 * 256))
@@ -86,42 +93,45 @@ def plan_models(spec: StackSpec) -> list[ModelRegionPlan]:
     """Every model in every region it runs in, in stack order of the models.
 
     `stacks.checks` has already proven every region can be planned."""
-    layouts = {r.region: plan_region(spec, r) for r in spec.regions}
+    built = {r.region: r for r in resolve(spec).regions}
     plans: list[ModelRegionPlan] = []
     for model in spec.models:
         for region in spec.regions:
             if model in models_in(spec, region):
-                plans.append(_model_plan(spec, model.name, region, layouts[region.region]))
+                plans.append(_model_plan(spec, model, built[region.region],
+                                         plan_region(spec, region).placement(model.name)))
     return plans
 
 
-def _model_plan(spec: StackSpec, name: str, region: RegionSpec, layout: RegionLayout) -> ModelRegionPlan:
-    model = next(m for m in spec.models if m.name == name)
+def _model_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec,
+                placed: ModelPlacement) -> ModelRegionPlan:
+    """`region` as the clusters are built (pools resolved), so the resource is the one its
+    device plugin advertises: under MIG's single strategy, or on GKE, a MIG slice is
+    `nvidia.com/gpu`, not the planner's `nvidia.com/mig-<profile>`."""
     card = CATALOG[model.catalog]
     tier = tier_of(spec, model)
-    placed = layout.placement(name)
     cloud = Cloud(region.cloud)
-    pool = next(p for p in region.gpu_pools if p.name == placed.pool)
-    shape = pools.shape_of(cloud, pool)
-    weights = card.weights_for(placed.quantization) or card.weights_gb
-    cold = coldstart.budget(cloud, weights, nvme_cache=shape.local_nvme_gb >= weights)
+    views = [pools.sharing_view(cloud, p) for p in region.gpu_pools]
+    resource = gpu_config.resource_name(cloud is Cloud.GCP, views,
+                                        next(v for v in views if v.name == placed.pool),
+                                        placed.slice.mig_profile)
     reps = placed.replicas
     source = "spec" if model.replicas is not None else (
         f"peak {model.peak_qps:g} QPS / {placed.capacity.qps:.2f} QPS a replica, "
         f"+{reps.headroom:.0%} headroom, one zone lost")
-    demand = next(d for d in layout.demands if d.name == name)
     scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
                           profile(card, placed.slice, placed.quantization), TIERS[tier], reps,
-                          cold.total_s, demand.input_tokens, demand.output_tokens)
+                          placed.cold_start_s, model.tokens.input_tokens, model.tokens.output_tokens)
     return ModelRegionPlan(
         model=model.name, catalog=card.id, region=region.region, cloud=str(cloud),
         tier=tier, peak_qps=model.peak_qps, pool=placed.pool, slice=placed.slice,
-        resource=placed.resource, slice_memory_gb=round(placed.slice.memory_gb, 2),
-        quantization=placed.quantization,
+        resource=resource, quantization=placed.quantization,
+        weights_gb=card.variant_weights_gb(placed.quantization),
         max_model_len=served_context(card, placed.quantization, placed.slice.memory_gb,
                                      placed.slice.tensor_parallel, model.max_model_len),
         min_replicas=reps.min_replicas, max_replicas=reps.max_replicas, replicas_source=source,
-        cold_start=cold, source_uri=model.source_uri or source_uri(spec, region, model.name),
+        cold_start=placed.cold_start,
+        source_uri=model.source_uri or source_uri(spec, region, model.name),
         capacity=placed.capacity, headroom=reps.headroom,
         cost_per_replica_hour=placed.cost_per_replica_hour, autoscaling=scaling,
     )

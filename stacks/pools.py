@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from serving import mig
-from serving.hardware import Cloud, GpuSpec, MachineShape, machine
+from serving.hardware import Cloud, GpuModel, GpuSpec, MachineShape, Vendor, machine
 from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, PlannedSharing, TimeSlicing
 
 # Clouds that partition MIG GPUs themselves, with one profile per node pool (FACTS.md section 4:
@@ -51,4 +53,20 @@ def sharing_label(pool: GpuPoolSpec) -> str:
     return "whole"
 
 
-__all__ = ["SINGLE_PROFILE_CLOUDS", "mig_layout", "selectable_mig_profiles", "shape_of", "sharing_label"]
+@dataclass(frozen=True)
+class SharingView:
+    """A stack pool as serving.gpu_config.PoolSharing: what its device plugin will advertise."""
+
+    name: str
+    gpu: GpuModel
+    vendor: Vendor
+    sharing: str
+
+
+def sharing_view(cloud: str, pool: GpuPoolSpec) -> SharingView:
+    gpu = shape_of(cloud, pool).gpu_spec
+    return SharingView(pool.name, gpu.model, gpu.vendor, sharing_label(pool))
+
+
+__all__ = ["SINGLE_PROFILE_CLOUDS", "SharingView", "mig_layout", "selectable_mig_profiles", "shape_of",
+           "sharing_label", "sharing_view"]

@@ -14,7 +14,7 @@ from rtip.cli import main
 from rtip.stackfile import PROJECT_DIR
 from serving.hardware import Cloud
 from serving.tiers import TIERS, Tier
-from tests.conftest import spec_of
+from tests.conftest import record_of, spec_of
 
 
 def plan_json(capsys, *args: str) -> dict:
@@ -137,15 +137,25 @@ def test_rendered_core_objects_validate_strictly(tmp_path, capsys, stack_name) -
         kubernetes_validate.validate(doc, version, strict=True)
 
 
-def test_json_models_show_what_their_deployment_requests(capsys) -> None:
+def test_json_models_show_what_their_deployment_runs(capsys) -> None:
     doc = plan_json(capsys, "prod")
+    record = record_of("prod")
+    deployed = {(r.inputs["cluster"], r.inputs["model"]): r.inputs for r in record.resources
+                if r.type == "rtip:k8s:ModelDeployment"}
     for m in doc["models"]:
-        d = m["deployment"]
-        assert d["resource_count"] == m["tensor_parallel"]
+        cluster = f"rtip-prod-{m['region']}"
+        got = deployed[(cluster, m["name"])]
+        # The plan's slice is the resource the deployment requests: one rule for both.
+        assert (got["resource"], got["resourceCount"]) == (m["slice"], m["tensor_parallel"])
+        assert m["deployment"]["runtime_image"] == got["runtimeImage"]
         if m["cloud"] == "azure" and m["slice_mode"] == "mig":
-            # AKS partitions the pool with one profile: the operator's single strategy advertises
-            # the instances as whole GPUs, and the plan says so next to the planned slice.
-            assert m["slice"].startswith("nvidia.com/mig-") and d["resource"] == "nvidia.com/gpu"
-            assert any("advertises" in n for n in d["notes"])
-        else:
-            assert d["resource"] == m["slice"]
+            # AKS partitions its one NVIDIA pool with one profile: the operator's single strategy
+            # advertises the instances as whole GPUs.
+            assert m["slice"] == "nvidia.com/gpu"
+    # Whole nodes at peak cost at least the models' GPU shares at peak.
+    assert doc["node_cost_per_hour"] >= doc["cost_per_hour"] > 0
+    pools = [p for c in doc["clusters"] for p in c["pools"]]
+    node_cost = sum(p["cost_per_hour_at_peak"] for p in pools)
+    assert doc["node_cost_per_hour"] == pytest.approx(node_cost, abs=0.01)
+    assert all(p["nodes_at_floor"] <= p["nodes_at_peak"] <= p["max_nodes"] for p in pools)
+    assert {p["planned"] for p in pools} == {True, False}  # prod has both kinds

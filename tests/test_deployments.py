@@ -431,6 +431,6 @@ def test_resources_fit_the_node_share() -> None:
         requests = predictor(objects(stack, cluster, model))["model"]["resources"]["requests"]
         pool = pool_of(stack, cluster, plan.pool)
         shape = MACHINES[cloud_of(record_of(stack), cluster)][pool["machineType"]]
-        share = pod.node_share(plan.slice, pod.NodeShape(shape.gpu_count, shape.vcpus, shape.memory_gib))
+        share = pod.node_share(plan.slice, shape)
         assert int(requests["cpu"]) <= math.floor(shape.vcpus * share) or requests["cpu"] == "1"
         assert int(requests["memory"].removesuffix("Gi")) <= shape.memory_gib * share
