@@ -263,32 +263,29 @@ def _check_models(spec: StackSpec) -> Iterator[Problem]:
             if name not in regions:
                 yield Problem(f"{at}.regions[{j}]", f"region {name!r} is not in this stack; "
                               f"expected one of: {_choices(regions)}")
-        yield from _check_model_fit(at, spec, model, bad_regions)
+        yield from _check_model_pool(at, spec, model, bad_regions)
 
 
-def _check_model_fit(at: str, spec: StackSpec, model: ModelSpec, bad_regions: set[int]) -> Iterator[Problem]:
+def _check_model_pool(at: str, spec: StackSpec, model: ModelSpec, bad_regions: set[int]) -> Iterator[Problem]:
     """The model's pool pin against each region it runs in; whether it fits and meets its tier is
     the region plan's question (`_check_plans`)."""
-    if model.tier is not None and model.tier not in set(Tier):
-        return  # reported at its path; the fit depends on the tier
+    if model.pool is None or (model.tier is not None and model.tier not in set(Tier)):
+        return  # an unknown tier is reported at its path; the pin's check depends on the tier
     tier = tier_of(spec, model)
     for region in spec.regions:
         if model not in models_in(spec, region):
             continue
         if id(region) in bad_regions:
             continue  # the pool's own problems come first
-        if model.pool is not None:
-            named = [p for p in region.gpu_pools if p.name == model.pool]
-            if not named:
-                yield Problem(f"{at}.pool", f"pool {model.pool!r} does not exist in "
-                              f"{region.region}; expected one of: "
-                              f"{_choices(p.name for p in region.gpu_pools) or '(no GPU pools)'}")
-                continue
-            if isinstance(named[0].sharing, TimeSlicing) and not TIERS[tier].allows_time_slicing:
-                yield Problem(f"{at}.pool", f"tier {tier} does not allow time-sliced GPUs (no "
-                              f"isolation, wider tail latency) and pool {model.pool!r} is "
-                              "time-sliced; pick a MIG or whole-GPU pool, or a looser tier")
-
+        named = [p for p in region.gpu_pools if p.name == model.pool]
+        if not named:
+            yield Problem(f"{at}.pool", f"pool {model.pool!r} does not exist in "
+                          f"{region.region}; expected one of: "
+                          f"{_choices(p.name for p in region.gpu_pools) or '(no GPU pools)'}")
+        elif isinstance(named[0].sharing, TimeSlicing) and not TIERS[tier].allows_time_slicing:
+            yield Problem(f"{at}.pool", f"tier {tier} does not allow time-sliced GPUs (no "
+                          f"isolation, wider tail latency) and pool {model.pool!r} is "
+                          "time-sliced; pick a MIG or whole-GPU pool, or a looser tier")
 
 def _check_tenants(spec: StackSpec) -> Iterator[Problem]:
     models = {m.name for m in spec.models}
