@@ -98,12 +98,26 @@ def test_planned_pools_get_a_sharing_and_a_node_floor() -> None:
     # us-west-2 states only the machine type and bounds for both pools.
     west = next(r for r in spec.regions if r.region == "us-west-2")
     assert all(isinstance(p.sharing, PlannedSharing) for p in west.gpu_pools)
-    layout = plan_region(spec, west)
-    for decision in layout.pools:
-        assert decision.planned
-        assert built["us-west-2"][decision.pool].sharing == decision.sharing
-        assert built["us-west-2"][decision.pool].min_nodes == max(decision.nodes_at_floor, 0)
-    assert isinstance(built["us-west-2"]["h100-mig"].sharing, MigSharing)  # allow: [mig]
+    placed = plan_region(spec, west).packing.models
+    zones, gpus_per_node = len(west.zones), 8  # p5.48xlarge
+    # Whole GPUs: the floor is the TP groups of every model's minimum replicas, per zone.
+    h100 = built["us-west-2"]["h100"]
+    assert h100.sharing == WholeGpu()
+    gpus = sum(math.ceil(m.replicas.min_replicas / zones) * m.slice.tensor_parallel
+               for m in placed if m.pool == "h100")
+    assert h100.min_nodes == math.ceil(gpus / gpus_per_node) * zones
+    # MIG (allow: [mig]): one layout on every GPU; the floor holds each profile's minimum replicas.
+    mig_pool = built["us-west-2"]["h100-mig"]
+    assert isinstance(mig_pool.sharing, MigSharing)
+    layout = mig.resolve(machine(Cloud.AWS, "p5.48xlarge").gpu_spec,  # type: ignore[union-attr]
+                         mig_pool.sharing.layout, mig_pool.sharing.profiles)
+    per_profile: dict[str, int] = {}
+    for m in placed:
+        if m.pool == "h100-mig":
+            profile = m.slice.mig_profile or ""
+            per_profile[profile] = per_profile.get(profile, 0) + math.ceil(m.replicas.min_replicas / zones)
+    mig_gpus = max(math.ceil(n / layout[p]) for p, n in per_profile.items())
+    assert mig_pool.min_nodes == math.ceil(mig_gpus / gpus_per_node) * zones
     # GKE: the planner chose one profile for the whole pool.
     gke = built["us-central1"]["h100-mig"].sharing
     assert isinstance(gke, MigSharing) and gke.layout is not None and gke.layout.startswith("all-")
