@@ -30,3 +30,5 @@ def test_packing_rows_compare_against_the_bound() -> None:
     assert row["ratio_planner"] >= 0.999  # never below the lower bound
     assert row["ratio_planner"] <= row["ratio_one_model_per_gpu"]
     assert row["ratio_planner"] <= row["ratio_first_fit_decreasing"]
+    # One layout per pool only adds a constraint: on this catalog it costs no less than the planner.
+    assert row["ratio_planner_one_layout_per_pool"] >= row["ratio_planner"] - 1e-9
