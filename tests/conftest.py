@@ -15,7 +15,17 @@ from stacks.layout import resolve
 from stacks.loader import load_spec
 from stacks.schema import StackSpec
 
+# Upstream CRDs, traces and FACTS.md live in `shared/` beside the checkout (README, Tests).
+SHARED = PROJECT_DIR.parent / "shared"
+
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (PROJECT_DIR / "stacks").glob("Pulumi.*.yaml"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Tests on upstream data fail, never skip, without it: say why once, not in 13 assertions.
+    if not (SHARED / "crds").is_dir() or not (SHARED / "traces").is_dir():
+        pytest.exit(f"{SHARED} (upstream CRDs, traces, FACTS.md) is missing: the tests read the "
+                    f"shared/ folder beside the checkout; clone rtip next to it", returncode=2)
 
 
 @cache

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,9 +28,9 @@ from serving import gpu_config as gc
 from serving import manifests, mig
 from serving.charts import CHARTS, IMAGES, ChartKey, UnpinnedError, chart, image, pinned_ref
 from serving.hardware import GPUS, Cloud, GpuModel, Vendor, machine
-from tests.conftest import STACKS, record_of, spec_of
+from tests.conftest import SHARED, STACKS, record_of, spec_of
 
-FACTS = Path(__file__).resolve().parents[2] / "shared" / "FACTS.md"
+FACTS = SHARED / "FACTS.md"
 PLATFORM_CHARTS = {ChartKey.CERT_MANAGER, ChartKey.KSERVE_CRD, ChartKey.KSERVE, ChartKey.KEDA,
                    ChartKey.KUBE_PROMETHEUS_STACK}
 

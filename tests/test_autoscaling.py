@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import jsonschema
 import yaml
 from hypothesis import given, settings
@@ -16,8 +14,9 @@ from serving.models import CATALOG, Quantization
 from serving.packing import ModelDemand, PoolSpec, plan
 from serving.profiles import SliceKind, profile
 from serving.tiers import TIERS, Tier
+from tests.conftest import SHARED
 
-CRD = Path(__file__).resolve().parents[2] / "shared" / "crds" / "keda" / "keda.sh_scaledobjects.yaml"
+CRD = SHARED / "crds" / "keda" / "keda.sh_scaledobjects.yaml"
 LLAMA_8B = CATALOG["llama-3.1-8b-instruct"]
 PROF = profile(LLAMA_8B, SliceKind(GpuModel.H100_80GB), Quantization.FP8)
 

@@ -18,9 +18,9 @@ from rtip.offline import Record, Resource
 from serving import gpu_config as gc
 from serving import manifests
 from serving.hardware import GpuModel, Vendor
-from tests.conftest import record_of
+from tests.conftest import SHARED, record_of
 
-CRDS = Path(__file__).resolve().parents[2] / "shared" / "crds"
+CRDS = SHARED / "crds"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

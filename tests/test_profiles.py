@@ -3,8 +3,6 @@ and the derived figures agree with the published vLLM numbers within a stated to
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,8 +12,9 @@ from serving.hardware import GPUS, GpuModel
 from serving.models import CATALOG, Quantization
 from serving.profiles import SliceKind, profile
 from serving.slices import SharingMode
+from tests.conftest import SHARED
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = SHARED / "traces"
 LLAMA_8B = CATALOG["llama-3.1-8b-instruct"]
 LLAMA_70B = CATALOG["llama-3.3-70b-instruct"]
 
