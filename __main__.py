@@ -1,22 +1,25 @@
-"""The rtip Pulumi program: the same code runs under `pulumi up` and under `rtip plan`."""
+"""The rtip Pulumi program: the same code runs under `pulumi up` and under `rtip plan`.
+
+The stack is validated and planned once (stacks.plan.load_plan); the platform is built from that
+plan, and the offline engine reads the very same `plan` value back from this module's namespace.
+"""
 
 import pulumi
 
 from components.platform import Platform
-from stacks.loader import SpecError, load_spec
+from stacks.loader import SpecError
+from stacks.plan import load_plan
 from stacks.schema import CONFIG_NAMESPACE
 
-config = pulumi.Config(CONFIG_NAMESPACE)
 try:
-    spec = load_spec(config.get_object("platform"), f"stack {pulumi.get_stack()}")
+    plan = load_plan(pulumi.Config(CONFIG_NAMESPACE).get_object("platform"), f"stack {pulumi.get_stack()}")
 except SpecError as err:
     # RunError prints the message without a Python traceback.
     raise pulumi.RunError(str(err)) from None
 
-platform = Platform(f"rtip-{spec.environment}", spec)
+platform = Platform(f"rtip-{plan.spec.environment}", plan)
 pulumi.export("clusters", {c.name: {"cloud": str(c.cloud), "region": c.region,
                                     "endpoint": c.endpoint} for c in platform.clusters})
-pulumi.export("unbuiltRegions", platform.unbuilt)
 # Where each region's cluster pulls images and weights from: its own region's copy.
 pulumi.export("stores", {region: {"cloud": str(s.cloud), "imageRegistry": s.image_registry,
                                   "weights": s.weights_uri} for region, s in platform.stores.items()})

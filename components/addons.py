@@ -17,6 +17,7 @@ from components.addons_gpu import GpuAddons, gpu_notes, model_cache
 from components.addons_helm import helm_release, namespace, resources
 from components.contract import ClusterFacts
 from serving.charts import ChartKey
+from serving.posture import Posture
 
 _SMALL = resources("50m", "64Mi", "500m", "256Mi")
 _CONTROLLER = resources("100m", "256Mi", "1", "1Gi")
@@ -36,12 +37,12 @@ NAMESPACES: dict[str, str] = {
 }
 
 
-def cert_manager_values(prod: bool) -> dict[str, Any]:
+def cert_manager_values(env: Posture) -> dict[str, Any]:
     return {
         "crds": {"enabled": True},
-        "replicaCount": 2 if prod else 1,
+        "replicaCount": env.controller_replicas,
         "resources": _CONTROLLER,
-        "webhook": {"replicaCount": 2 if prod else 1, "resources": _SMALL},
+        "webhook": {"replicaCount": env.controller_replicas, "resources": _SMALL},
         "cainjector": {"resources": _CONTROLLER},
         "startupapicheck": {"resources": _SMALL},
     }
@@ -55,16 +56,16 @@ def kserve_values() -> dict[str, Any]:
     }}
 
 
-def keda_values(prod: bool) -> dict[str, Any]:
+def keda_values(env: Posture) -> dict[str, Any]:
     return {
-        "operator": {"replicaCount": 2 if prod else 1},
+        "operator": {"replicaCount": env.controller_replicas},
         "resources": {"operator": _CONTROLLER, "metricServer": _CONTROLLER, "webhooks": _SMALL},
         "prometheus": {"operator": {"enabled": True, "serviceMonitor": {"enabled": True}},
                        "metricServer": {"enabled": True, "serviceMonitor": {"enabled": True}}},
     }
 
 
-def prometheus_values(prod: bool) -> dict[str, Any]:
+def prometheus_values(env: Posture) -> dict[str, Any]:
     # Without these the operator picks up only monitors and rules labelled with its own release,
     # and the model servers' monitors and SLO rules would be silently ignored.
     selectors_open = {f"{kind}SelectorNilUsesHelmValues": False for kind in (
@@ -72,11 +73,11 @@ def prometheus_values(prod: bool) -> dict[str, Any]:
     return {
         "prometheus": {"prometheusSpec": {
             **selectors_open,
-            "replicas": 2 if prod else 1,
-            "retention": "15d" if prod else "3d",
+            "replicas": env.controller_replicas,
+            "retention": f"{env.metrics_retention_days}d",
             "resources": resources("500m", "2Gi", "2", "8Gi"),
         }},
-        "alertmanager": {"alertmanagerSpec": {"replicas": 2 if prod else 1, "resources": _SMALL}},
+        "alertmanager": {"alertmanagerSpec": {"replicas": env.controller_replicas, "resources": _SMALL}},
         "prometheusOperator": {"resources": _CONTROLLER},
         "grafana": {"resources": _CONTROLLER},
         "kube-state-metrics": {"resources": _CONTROLLER},
@@ -89,12 +90,12 @@ class ClusterAddons(pulumi.ComponentResource):
 
     releases: dict[ChartKey, k8s.helm.v3.Release]
 
-    def __init__(self, name: str, cluster: ClusterFacts, prod: bool,
+    def __init__(self, name: str, cluster: ClusterFacts, env: Posture,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         cache, notes = model_cache(cluster)
         super().__init__("rtip:k8s:ClusterAddons", name, {
             "cluster": cluster.name,
-            "prod": prod,
+            "environment": str(env.environment),
             "modelCache": cache,
             "notes": notes + gpu_notes(cluster),
         }, opts)
@@ -103,11 +104,11 @@ class ClusterAddons(pulumi.ComponentResource):
         rel: dict[ChartKey, k8s.helm.v3.Release] = {}
         rel[ChartKey.CERT_MANAGER] = helm_release(
             f"{name}-cert-manager", ChartKey.CERT_MANAGER, CERT_MANAGER_NAMESPACE,
-            cert_manager_values(prod), self, provider, [ns[CERT_MANAGER_NAMESPACE]])
+            cert_manager_values(env), self, provider, [ns[CERT_MANAGER_NAMESPACE]])
         # Monitoring comes early: its chart brings the ServiceMonitor CRD the others' monitors need.
         rel[ChartKey.KUBE_PROMETHEUS_STACK] = helm_release(
             f"{name}-kube-prometheus-stack", ChartKey.KUBE_PROMETHEUS_STACK, MONITORING_NAMESPACE,
-            prometheus_values(prod), self, provider, [ns[MONITORING_NAMESPACE]])
+            prometheus_values(env), self, provider, [ns[MONITORING_NAMESPACE]])
         rel[ChartKey.KSERVE_CRD] = helm_release(
             f"{name}-kserve-crd", ChartKey.KSERVE_CRD, KSERVE_NAMESPACE, {}, self, provider,
             [ns[KSERVE_NAMESPACE]])
@@ -116,7 +117,7 @@ class ClusterAddons(pulumi.ComponentResource):
             f"{name}-kserve", ChartKey.KSERVE, KSERVE_NAMESPACE, kserve_values(), self, provider,
             [ns[KSERVE_NAMESPACE], rel[ChartKey.KSERVE_CRD], rel[ChartKey.CERT_MANAGER]])
         rel[ChartKey.KEDA] = helm_release(
-            f"{name}-keda", ChartKey.KEDA, KEDA_NAMESPACE, keda_values(prod), self, provider,
+            f"{name}-keda", ChartKey.KEDA, KEDA_NAMESPACE, keda_values(env), self, provider,
             [ns[KEDA_NAMESPACE], rel[ChartKey.KUBE_PROMETHEUS_STACK]])
         self.gpu = GpuAddons(f"{name}-gpu", cluster, rel, opts=pulumi.ResourceOptions(parent=self))
         rel.update(self.gpu.releases)

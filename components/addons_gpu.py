@@ -22,7 +22,7 @@ from components.gpu_pools import LABEL_PREFIX
 from serving import gpu_config as gc
 from serving import manifests
 from serving.charts import IMAGES, ChartKey
-from serving.hardware import Cloud, Vendor, machine
+from serving.hardware import Cloud, Vendor
 
 NVIDIA_NAMESPACE = "gpu-operator"
 AMD_NAMESPACE = "kube-amd-gpu"
@@ -214,9 +214,8 @@ class GpuAddons(pulumi.ComponentResource):
             provisioner="kubernetes.io/no-provisioner", volume_binding_mode="WaitForFirstConsumer",
             reclaim_policy="Delete", opts=self._opts())
         for pool in cached:
-            shape = machine(cluster.cloud, pool.machine_type)
-            assert shape is not None and pool.nvme_path is not None  # pool_facts resolved both
-            body = manifests.local_model_node_group(pool.name, pool.nvme_path, shape.local_nvme_gb)
+            assert pool.nvme_path is not None
+            body = manifests.local_model_node_group(pool.name, pool.nvme_path, pool.shape.local_nvme_gb)
             _custom_resource(f"{name}-cache-{pool.name}", body, self._opts([*kserve, storage_class]))
 
 

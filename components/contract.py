@@ -1,18 +1,20 @@
 """What every cluster exposes to the layers above it, whatever its cloud.
 
 Everything that runs on a cluster (add-ons, model deployments, gateway) takes a ClusterFacts and
-reaches the cluster only through its Kubernetes provider.
+reaches the cluster only through its Kubernetes provider. What only one cloud needs (an AKS
+kubelet identity, a GKE workload pool, an S3 bucket ARN) stays on that cloud's own typed cluster
+and store classes (components/<cloud>/), never as optional fields here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from serving.hardware import Cloud, GpuModel, Vendor
+from serving.hardware import Cloud, GpuModel, MachineShape, Vendor
+from serving.sharing import Sharing, describe
 
 
 @dataclass(frozen=True)
@@ -24,19 +26,40 @@ class Taint:
 
 @dataclass(frozen=True)
 class PoolFacts:
+    """A GPU pool as every cloud builds it: the plan's pool plus its labels, taints, cache path."""
+
     name: str
-    machine_type: str
-    gpu: GpuModel
-    vendor: Vendor
-    gpus_per_node: int
+    shape: MachineShape
+    sharing: Sharing
+    planned: bool  # the planner chose the sharing
+    capacity_type: str  # on_demand | spot
     min_nodes: int
     max_nodes: int
     zones: tuple[str, ...]
-    sharing: str
     labels: dict[str, str]
     taints: tuple[Taint, ...]
     # Where the node's local NVMe is mounted for the model cache; None when the shape has none.
     nvme_path: str | None
+
+    @property
+    def machine_type(self) -> str:
+        return self.shape.name
+
+    @property
+    def gpu(self) -> GpuModel:
+        return self.shape.gpu
+
+    @property
+    def vendor(self) -> Vendor:
+        return self.shape.gpu_spec.vendor
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.shape.gpu_count
+
+    @property
+    def spot(self) -> bool:
+        return self.capacity_type == "spot"
 
 
 @dataclass(frozen=True)
@@ -51,11 +74,6 @@ class ClusterFacts:
     endpoint: pulumi.Output[str]
     # The cloud's own name or ID for the cluster (EKS name, GKE cluster ID, AKS resource ID).
     native_id: pulumi.Output[str]
-    # The OIDC issuer workload identity federates with (EKS, AKS); GKE uses its workload pool.
-    oidc_issuer: pulumi.Output[str] | None = None
-    # GKE: `<project>.svc.id.goog`; AKS: the cluster's resource group name. None elsewhere.
-    workload_pool: str | None = None
-    resource_group: pulumi.Output[str] | None = None
 
     def pool(self, name: str) -> PoolFacts | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -63,21 +81,19 @@ class ClusterFacts:
 
 @dataclass(frozen=True)
 class RegionStore:
-    """A region's copy of the stack's registries: where its cluster pulls images and weights."""
+    """A region's copy of the stack's registries: where its cluster pulls images and weights.
+    Each cloud's store class adds what its identity grants need (components/<cloud>/registries)."""
 
     cloud: Cloud
     region: str
     image_registry: pulumi.Output[str]  # e.g. <acct>.dkr.ecr.<region>.amazonaws.com/rtip
     weights_uri: str  # the bucket root the model pods read: s3://, gs:// or https:// (Blob)
-    weights_bucket: pulumi.Output[str]  # the bucket (AWS/GCP) or storage account ID (Azure)
-    # AWS: the bucket ARN; GCP: the bucket name; Azure: the container's resource ID.
-    weights_scope: pulumi.Output[str]
-    weights_key: pulumi.Output[str] | None = None  # the customer key encrypting it (prod)
 
 
-def public_api_cidrs(api_access_cidrs: Sequence[object]) -> list[str]:
+def public_api_cidrs(api_access_cidrs: list[object]) -> list[str]:
     """Networks the cluster API is opened to from outside its network; empty means a private
-    endpoint only. One rule for every cloud: prod never lists any (stacks.checks rejects it)."""
+    endpoint only. One rule for every cloud: a posture with a private API never lists any
+    (stacks.checks rejects it)."""
     return [str(c) for c in api_access_cidrs]
 
 
@@ -100,7 +116,9 @@ def pool_props(pool: PoolFacts) -> dict[str, object]:
         "minNodes": pool.min_nodes,
         "maxNodes": pool.max_nodes,
         "zones": list(pool.zones),
-        "sharing": pool.sharing,
+        "sharing": describe(pool.sharing),
+        "planned": pool.planned,
+        "capacityType": pool.capacity_type,
         "labels": dict(pool.labels),
         "taints": [f"{t.key}={t.value}:{t.effect}" for t in pool.taints],
         "nvmePath": pool.nvme_path,

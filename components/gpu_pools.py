@@ -5,9 +5,10 @@ from __future__ import annotations
 import pulumi
 
 from components.contract import PoolFacts, Taint, pool_props
+from serving.gpu_config import AMD_PROFILE_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL
 from serving.hardware import Cloud, Vendor
-from stacks.pools import mig_layout, shape_of, sharing_label
-from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, TimeSlicing
+from serving.sharing import Mig, Partition, TimeSlice
+from stacks.plan import PlannedPool
 
 LABEL_PREFIX = "rtip.dev"
 
@@ -34,50 +35,39 @@ GPU_TAINT_KEY: dict[Vendor, str] = {Vendor.NVIDIA: "nvidia.com/gpu", Vendor.AMD:
 GPU_TAINT_VALUE: dict[Cloud, str] = {Cloud.AWS: "true", Cloud.GCP: "present", Cloud.AZURE: "true"}
 
 
-def config_key(pool: GpuPoolSpec) -> str:
-    """The name of the pool's entry in the MIG-manager or device-plugin config."""
-    if isinstance(pool.sharing, MigSharing) and pool.sharing.layout:
+def config_key(pool: PlannedPool) -> str:
+    """The name of the pool's entry in the MIG-manager or device-plugin config: a named mig-parted
+    layout keeps its name, anything else is the pool's own entry."""
+    if isinstance(pool.sharing, Mig) and pool.sharing.layout:
         return pool.sharing.layout
     return f"rtip-{pool.name}"
 
 
-def node_labels(cloud: Cloud, pool: GpuPoolSpec) -> dict[str, str]:
-    shape = shape_of(cloud, pool)
+def node_labels(pool: PlannedPool) -> dict[str, str]:
     labels = {
         f"{LABEL_PREFIX}/pool": pool.name,
-        f"{LABEL_PREFIX}/gpu": str(shape.gpu).lower(),
-        f"{LABEL_PREFIX}/sharing": pool.sharing.mode,
+        f"{LABEL_PREFIX}/gpu": str(pool.gpu).lower(),
+        f"{LABEL_PREFIX}/sharing": str(pool.sharing.mode),
         f"{LABEL_PREFIX}/capacity-type": pool.capacity_type.replace("_", "-"),
     }
     s = pool.sharing
     # The NVIDIA GPU Operator picks a node's MIG layout and device-plugin config from these labels.
-    if isinstance(s, MigSharing):
-        labels["nvidia.com/mig.config"] = config_key(pool)
-    elif isinstance(s, TimeSlicing):
-        labels["nvidia.com/device-plugin.config"] = config_key(pool)
-    elif isinstance(s, AmdPartitioning):
-        labels["dcm.amd.com/gpu-config-profile"] = s.profile.lower()
+    if isinstance(s, Mig):
+        labels[MIG_CONFIG_LABEL] = config_key(pool)
+    elif isinstance(s, TimeSlice):
+        labels[DEVICE_PLUGIN_CONFIG_LABEL] = config_key(pool)
+    elif isinstance(s, Partition):
+        labels[AMD_PROFILE_LABEL] = s.profile.lower()
     return labels
 
 
-def pool_facts(cloud: Cloud, pool: GpuPoolSpec, region_zones: list[str]) -> PoolFacts:
-    shape = shape_of(cloud, pool)
-    gpu = shape.gpu_spec
-    if isinstance(pool.sharing, MigSharing):
-        mig_layout(gpu, pool)  # resolves, so a bad layout fails here and not in a cloud call
+def pool_facts(cloud: Cloud, pool: PlannedPool) -> PoolFacts:
     return PoolFacts(
-        name=pool.name,
-        machine_type=pool.machine_type,
-        gpu=shape.gpu,
-        vendor=gpu.vendor,
-        gpus_per_node=shape.gpu_count,
-        min_nodes=pool.min_nodes,
-        max_nodes=pool.max_nodes,
-        zones=tuple(pool.zones or region_zones),
-        sharing=sharing_label(pool),
-        labels=node_labels(cloud, pool),
-        taints=(Taint(GPU_TAINT_KEY[gpu.vendor], GPU_TAINT_VALUE[cloud]),),
-        nvme_path=NVME_PATH[cloud] if shape.local_nvme_gb else None,
+        name=pool.name, shape=pool.shape, sharing=pool.sharing, planned=pool.planned,
+        capacity_type=pool.capacity_type, min_nodes=pool.min_nodes, max_nodes=pool.max_nodes,
+        zones=pool.zones, labels=node_labels(pool),
+        taints=(Taint(GPU_TAINT_KEY[pool.vendor], GPU_TAINT_VALUE[cloud]),),
+        nvme_path=NVME_PATH[cloud] if pool.shape.local_nvme_gb else None,
     )
 
 

@@ -18,8 +18,7 @@ from components.contract import ClusterFacts
 from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE
 from serving import deployments as dep
 from serving.charts import ChartKey, chart
-from serving.hardware import machine
-from stacks.plan import ModelRegionPlan
+from stacks.model_plan import ModelRegionPlan
 
 PROMETHEUS_PORT = 9090
 
@@ -51,14 +50,10 @@ def targets(plan: ModelRegionPlan, cluster: ClusterFacts) -> tuple[dep.PoolTarge
     if plan.region != cluster.region:
         raise ValueError(f"model {plan.model}: planned for region {plan.region}, "
                          f"cluster {cluster.name} is in {cluster.region}")
-    shape = machine(cluster.cloud, pool.machine_type)
-    if shape is None:
-        raise ValueError(f"model {plan.model}: pool {pool.name} machine type {pool.machine_type} "
-                         f"is not in the {cluster.cloud} catalog")
     return (
         dep.PoolTarget(
             name=pool.name, vendor=pool.vendor, sharing=pool.sharing,
-            node=shape,
+            node=pool.shape,
             taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
             nvme_path=pool.nvme_path,
         ),

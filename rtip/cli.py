@@ -17,7 +17,6 @@ from rich.table import Table
 from rtip import offline, render, report, weights
 from rtip.stackfile import StackConfig, StackFileError, load
 from stacks.loader import SpecError, load_spec
-from stacks.plan import plan_models
 from stacks.schema import StackSpec
 
 EXIT_BAD_INPUT = 2
@@ -36,16 +35,22 @@ def _stack(stack: str, err: Console) -> tuple[StackConfig, StackSpec] | None:
 
 def _plan(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    loaded = _stack(args.stack, err)
-    if loaded is None:
+    try:
+        config = load(args.stack)
+    except StackFileError as problem:
+        err.print(str(problem), markup=False)
         return EXIT_BAD_INPUT
-    config, spec = loaded
+    # The program validates and plans the stack itself (stacks.plan.load_plan), once; the record
+    # carries that plan, so the report shows exactly what the resources were built from.
     try:
         record = offline.run(config)
+    except offline.ProgramRejected as problem:
+        err.print(str(problem).replace(f"stack {config.stack}: ", f"{config.source}: "), markup=False)
+        return EXIT_BAD_INPUT
     except offline.EngineError as problem:
         err.print(f"{config.source}: engine: {problem}", markup=False)
         return EXIT_ENGINE
-    doc = report.document(spec, record, plan_models(spec))
+    doc = report.document(record.plan, record)
     if args.out:
         written = render.write(Path(args.out), doc, record)
         err.print(f"wrote {len(written)} files to {args.out}", markup=False)

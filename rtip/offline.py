@@ -38,6 +38,11 @@ class EngineError(Exception):
     """The program did something a real engine would reject (duplicate URN, default provider)."""
 
 
+class ProgramRejected(Exception):
+    """The program stopped with a `pulumi.RunError`: its stack is not valid (the message lists
+    every problem with its key path), exactly as `pulumi preview` would print it."""
+
+
 @dataclass(frozen=True)
 class Resource:
     type: str
@@ -68,6 +73,8 @@ class Record:
     resources: list[Resource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # The program's own plan (`plan` in __main__.py): the value the resources were built from.
+    plan: Any = None
 
     def by_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -235,10 +242,13 @@ def run(config: StackConfig, project_dir: Path = PROJECT_DIR) -> Record:
     # linearly with stack size. Collect once at the end instead.
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    namespace: dict[str, Any] = {}
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(main, run_name="__main__")))
+        _sync_await(run_pulumi_func(lambda: namespace.update(runpy.run_path(main, run_name="__main__"))))
         stack = settings.get_root_resource()
         exported = _sync_await(pulumi.Output.from_input(stack.outputs).future())  # type: ignore[union-attr]
+    except pulumi.RunError as err:
+        raise ProgramRejected(str(err)) from None
     finally:
         settings.ROOT.set(None)
         if gc_was_enabled:
@@ -250,7 +260,8 @@ def run(config: StackConfig, project_dir: Path = PROJECT_DIR) -> Record:
                           "disabled): " + ", ".join(sorted(monitor.default_providers)))
     resources = sorted(monitor.records.values(), key=lambda r: r.urn)
     return Record(stack=config.stack, resources=resources,
-                  outputs=_redact(exported or {}, "", []), warnings=log.warnings)
+                  outputs=_redact(exported or {}, "", []), warnings=log.warnings,
+                  plan=namespace.get("plan"))
 
 
-__all__ = ["SECRET_MARK", "EngineError", "Record", "RecordingMonitor", "Resource", "run"]
+__all__ = ["SECRET_MARK", "EngineError", "ProgramRejected", "Record", "RecordingMonitor", "Resource", "run"]

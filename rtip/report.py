@@ -9,9 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rtip.offline import Record
-from stacks.layout import plan_region
-from stacks.plan import ModelRegionPlan
-from stacks.schema import StackSpec
+from stacks.model_plan import ModelRegionPlan
+from stacks.plan import Plan
 
 CLUSTER_TYPE_SUFFIX = ":Cluster"
 POOL_TYPE = "rtip:k8s:GpuPool"
@@ -33,6 +32,7 @@ def _clusters(record: Record) -> list[dict[str, Any]]:
                 "max_nodes": p.inputs["maxNodes"],
                 "zones": p.inputs["zones"],
                 "sharing": p.inputs["sharing"],
+                "capacity_type": p.inputs["capacityType"],
                 "labels": p.inputs["labels"],
                 "taints": p.inputs["taints"],
                 "nvme_path": p.inputs.get("nvmePath"),
@@ -45,15 +45,16 @@ def _clusters(record: Record) -> list[dict[str, Any]]:
         clusters.append({
             "name": res.name, "cloud": res.inputs["cloud"], "region": res.inputs["region"],
             "zones": res.inputs["zones"], "kubernetes_version": res.inputs["kubernetesVersion"],
-            "built": True, "pools": pools,
+            "pools": pools,
         })
     return clusters
 
 
-def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
+def _model(plan: ModelRegionPlan) -> dict[str, Any]:
     return {
         "name": plan.model, "catalog": plan.catalog, "region": plan.region, "cloud": plan.cloud,
-        "tier": str(plan.tier), "peak_qps": plan.peak_qps, "pool": plan.pool,
+        "tier": str(plan.tier), "percentile": plan.tier_spec.percentile, "peak_qps": plan.peak_qps,
+        "pool": plan.pool,
         "slice": plan.resource, "slice_memory_gb": plan.slice_memory_gb,
         "slice_mode": str(plan.slice.mode), "mig_profile": plan.slice.mig_profile,
         "tensor_parallel": plan.slice.tensor_parallel, "quantization": str(plan.quantization),
@@ -70,8 +71,8 @@ def _model(plan: ModelRegionPlan, spec: StackSpec) -> dict[str, Any]:
             "qps": round(plan.capacity.qps, 3),
             "output_tokens_per_s": round(plan.capacity.output_tokens_per_s, 1),
             "batch": plan.capacity.batch,
-            "ttft_p99_ms": round(plan.capacity.ttft_p99_s * 1000, 1),
-            "tpot_p99_ms": round(plan.capacity.tpot_p99_s * 1000, 1),
+            "ttft_ms": round(plan.capacity.ttft_tail_s * 1000, 1),
+            "tpot_ms": round(plan.capacity.tpot_tail_s * 1000, 1),
         },
         "headroom": round(plan.headroom, 3),
         "source_uri": plan.source_uri,
@@ -85,7 +86,7 @@ def _add_deployments(record: Record, models: list[dict[str, Any]],
                      clusters: list[dict[str, Any]]) -> None:
     """What each model's deployment on its region's cluster runs, as the record has it: the
     runtime image, whether weights come from the NVMe cache, and the component's notes."""
-    cluster_of = {c["region"]: c["name"] for c in clusters if c["built"]}
+    cluster_of = {c["region"]: c["name"] for c in clusters}
     deployed = {(r.inputs["cluster"], r.inputs["model"]): r.inputs
                 for r in record.resources if r.type == MODEL_DEPLOYMENT_TYPE}
     for m in models:
@@ -95,37 +96,36 @@ def _add_deployments(record: Record, models: list[dict[str, Any]],
                                "notes": got["notes"]}
 
 
-def _add_pool_plans(spec: StackSpec, clusters: list[dict[str, Any]]) -> None:
-    """Each built pool's planned nodes: at peak and at the models' replica floor."""
-    by_region = {c["region"]: c for c in clusters if c["built"]}
-    for region in spec.regions:
-        cluster = by_region.get(region.region)
-        if cluster is None:
-            continue
-        layout = plan_region(spec, region)
-        cluster["packing"] = layout.packing.method
-        decided = {d.pool: d for d in layout.pools}
+def _add_pool_plans(plan: Plan, clusters: list[dict[str, Any]]) -> None:
+    """Each pool's planned nodes (at peak and at the models' replica floor) and what the stack
+    stated, so the plan shows both."""
+    by_region = {c["region"]: c for c in clusters}
+    for region in plan.regions:
+        cluster = by_region[region.name]
+        cluster["packing"] = region.packing_method
         for pool in cluster["pools"]:
-            d = decided[pool["name"]]
-            pool.update({"planned": d.planned, "nodes_at_peak": d.nodes_at_peak,
-                         "nodes_at_floor": d.nodes_at_floor,
+            d = region.pool(pool["name"])
+            pool.update({"planned": d.planned, "stated_min_nodes": d.stated_min_nodes,
+                         "nodes_at_peak": d.nodes_at_peak, "nodes_at_floor": d.nodes_at_floor,
                          "cost_per_hour_at_peak": d.cost_per_hour_at_peak})
 
 
-def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> dict[str, Any]:
+def _tiers(plan: Plan) -> list[dict[str, Any]]:
+    used = {m.tier for m in plan.models} | {plan.spec.default_tier}
+    return [{"name": t.tier, "ttft_ms": t.ttft_ms, "tpot_ms": t.tpot_ms, "percentile": t.percentile,
+             "availability": t.availability, "burst_headroom": t.burst_headroom,
+             "allows_time_slicing": t.allows_time_slicing, "stack_defined": name in plan.spec.tiers,
+             "used": name in used}
+            for name, t in sorted(plan.tiers.items())]
+
+
+def document(plan: Plan, record: Record) -> dict[str, Any]:
     """The plan as one JSON document: what `rtip plan --json` prints and `--out` saves."""
-    platform = next((r for r in record.resources if r.type == PLATFORM_TYPE), None)
-    unbuilt = list(platform.inputs.get("unbuiltRegions", [])) if platform else []
+    spec = plan.spec
     clusters = _clusters(record)
-    for region in spec.regions:
-        if f"{region.cloud}/{region.region}" in unbuilt:
-            clusters.append({
-                "name": None, "cloud": region.cloud, "region": region.region,
-                "zones": list(region.zones), "kubernetes_version": spec.kubernetes_version,
-                "built": False, "pools": [],
-            })
-    _add_pool_plans(spec, clusters)
-    model_rows = [_model(m, spec) for m in models]
+    _add_pool_plans(plan, clusters)
+    models = plan.models
+    model_rows = [_model(m) for m in models]
     _add_deployments(record, model_rows, clusters)
     counts = Counter(r.type for r in record.resources)
     registries = [
@@ -135,8 +135,9 @@ def document(spec: StackSpec, record: Record, models: list[ModelRegionPlan]) -> 
     return {
         "stack": record.stack,
         "environment": spec.environment,
+        "posture": {k: (str(v) if k == "environment" else v) for k, v in vars(plan.posture).items()},
+        "tiers": _tiers(plan),
         "clusters": clusters,
-        "unbuilt_regions": unbuilt,
         "registries": registries,
         "models": model_rows,
         # GPU $/h of the models' slices: at peak (max replicas) and at the floor (min replicas).
@@ -156,12 +157,23 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]rtip plan[/bold] stack [cyan]{doc['stack']}[/cyan] "
                   f"({doc['environment']}): {len(doc['resources'])} resources")
     clusters = Table(title="Clusters", title_justify="left")
-    for col in ("cluster", "cloud", "region", "zones", "k8s", "built"):
+    for col in ("cluster", "cloud", "region", "zones", "k8s"):
         clusters.add_column(col)
     for c in doc["clusters"]:
-        clusters.add_row(c["name"] or "-", c["cloud"], c["region"], ", ".join(c["zones"]),
-                         c["kubernetes_version"], "yes" if c["built"] else "[red]not yet[/red]")
+        clusters.add_row(c["name"], c["cloud"], c["region"], ", ".join(c["zones"]), c["kubernetes_version"])
     console.print(clusters)
+
+    tiers = Table(title="SLO tiers", title_justify="left")
+    for col in ("tier", "TTFT ms", "TPOT ms", "at", "availability", "burst headroom", "time-slicing",
+                "defined by"):
+        tiers.add_column(col)
+    for t in doc["tiers"]:
+        if t["used"]:
+            tiers.add_row(t["name"], f"{t['ttft_ms']:g}", f"{t['tpot_ms']:g}", f"p{t['percentile']:g}",
+                          f"{t['availability']:g}", f"{t['burst_headroom']:g}",
+                          "yes" if t["allows_time_slicing"] else "no",
+                          "stack" if t["stack_defined"] else "built-in")
+    console.print(tiers)
 
     pools = Table(title="GPU pools", title_justify="left")
     for col in ("cluster", "pool", "machine type", "GPU", "GPUs/node", "nodes min-max", "at peak",
@@ -170,8 +182,11 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
     for c in doc["clusters"]:
         for p in c["pools"]:
             sharing = p["sharing"] + (" (planned)" if p.get("planned") else "")
+            floor = f"{p['min_nodes']}-{p['max_nodes']}"
+            if p.get("stated_min_nodes") != p["min_nodes"]:
+                floor += f" (stated min {p.get('stated_min_nodes')})"
             pools.add_row(c["name"], p["name"], p["machine_type"], p["gpu"],
-                          str(p["gpus_per_node"]), f"{p['min_nodes']}-{p['max_nodes']}",
+                          str(p["gpus_per_node"]), floor,
                           str(p.get("nodes_at_peak", "-")), sharing, str(len(p["zones"])),
                           p["nvme_path"] or "none", f"{p.get('cost_per_hour_at_peak', 0.0):,.2f}",
                           ", ".join(p["replace_on_change"]) or "-")
@@ -179,15 +194,15 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
 
     models = Table(title="Models", title_justify="left")
     for col in ("model", "region", "tier", "pool", "slice", "slice GB", "needs GB", "TP", "weights",
-                "QPS/replica", "p99 TTFT ms", "p99 TPOT ms", "replicas", "$/h each", "cold start s",
+                "QPS/replica", "TTFT ms (tail)", "TPOT ms (tail)", "replicas", "$/h each", "cold start s",
                 "warm node s"):
         models.add_column(col)
     for m in doc["models"]:
         models.add_row(m["name"], m["region"], m["tier"], m["pool"], m["slice"],
                        f"{m['slice_memory_gb']:g}", f"{m['memory_needed_gb']:g}",
                        str(m["tensor_parallel"]), m["quantization"],
-                       f"{m['throughput']['qps']:g}", f"{m['throughput']['ttft_p99_ms']:g}",
-                       f"{m['throughput']['tpot_p99_ms']:g}",
+                       f"{m['throughput']['qps']:g}", f"{m['throughput']['ttft_ms']:g}",
+                       f"{m['throughput']['tpot_ms']:g}",
                        f"{m['replicas']['min']}-{m['replicas']['max']}",
                        f"{m['cost_per_replica_hour']:.2f}", f"{m['cold_start_s']['total_s']:g}",
                        f"{m['cold_start_s']['warm_node_s']:g}")
@@ -212,9 +227,6 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
     for t, n in doc["resource_counts"].items():
         counts.add_row(t, str(n))
     console.print(counts)
-    for region in doc["unbuilt_regions"]:
-        console.print(f"[yellow]warning:[/yellow] {region} is validated and planned but its "
-                      "cluster is not built yet")
 
 
 __all__ = ["document", "print_tables"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from components.azure import AKS_AAD_SERVER_ID
+from components.azure.cluster import AKS_AAD_SERVER_ID
 from rtip.synth import AZURE_SUBSCRIPTION, Invoke, SynthArgs, Synthesizer, _uuid, digest, fake_ca
 
 AZURE_TENANT = "00000000-0000-4000-8000-0000000000aa"

@@ -10,7 +10,8 @@ import math
 from typing import Any
 
 from serving.coldstart import ColdStart
-from serving.hardware import GPUS, MachineShape
+from serving.hardware import MachineShape
+from serving.sharing import Partition, Sharing
 from serving.profiles import SliceKind
 from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
 
@@ -66,21 +67,18 @@ def container_resources(kind: SliceKind, node: MachineShape, resource: str,
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def gpu_memory_utilization(kind: SliceKind, pool_sharing: str) -> float:
+def gpu_memory_utilization(kind: SliceKind, pool_sharing: Sharing) -> float:
     """vLLM's --gpu-memory-utilization is a fraction of the memory the device reports. A MIG
     instance or an NPS4 partition reports only its own memory; a time-sliced share, or a CPX
-    partition in NPS1, sees the whole GPU's memory although it owns only its share of it.
-
-    `pool_sharing` is the pool's sharing word (`time_slice:2`, `partition:CPX-NPS1`, ...)."""
+    partition in NPS1, sees the whole GPU's memory although it owns only its share of it."""
     whole_visible = kind.mode is SharingMode.TIME_SLICE
     if kind.mode is SharingMode.PARTITION:
-        partition = GPUS[kind.gpu].amd_partition(pool_sharing.removeprefix("partition:"))
-        whole_visible = partition is not None and partition.memory_mode == "NPS1"
+        whole_visible = isinstance(pool_sharing, Partition) and pool_sharing.partition.memory_mode == "NPS1"
     factor = 1 / kind.shares if whole_visible else 1.0
     return round(GPU_MEMORY_UTILIZATION * factor, 3)
 
 
-def vllm_args(model: str, kind: SliceKind, pool_sharing: str, max_model_len: int,
+def vllm_args(model: str, kind: SliceKind, pool_sharing: Sharing, max_model_len: int,
               stream_from: str | None) -> list[str]:
     """The InferenceService's arguments (KServe appends them to the runtime's).
 

@@ -23,7 +23,7 @@ from serving.coldstart import ColdStart
 from serving.hardware import GpuSpec, MachineShape, Vendor
 from serving.models import ModelCard, Quantization, quantizations
 from serving.profiles import SliceKind
-from serving.slices import SharingMode, mig_resource
+from serving.slices import SharingMode
 from serving.tiers import TierSpec
 
 TENSOR_PARALLEL = (1, 2, 4, 8)
@@ -124,12 +124,6 @@ class Option:
         compute, memory = self.mig_slices
         gpus = self.gpu_units + max(compute / 7, memory / 8)
         return gpus * self.pool.gpu_price * self.pool.zones
-
-    @property
-    def resource(self) -> str:
-        if self.kind.mode is SharingMode.MIG:
-            return mig_resource(self.pool.shape, self.kind.mig_profile or "")
-        return "amd.com/gpu" if self.pool.gpu.vendor is Vendor.AMD else "nvidia.com/gpu"
 
 
 @dataclass

@@ -22,9 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from serving.capacity import P99_PROMPT_FACTOR, RegionReplicas, ReplicaCapacity
-from serving.packing import ModelDemand, ModelPlacement
-from serving.profiles import Profile, profile
+from serving.capacity import RegionReplicas, ReplicaCapacity, prompt_factor
+from serving.profiles import Profile
 from serving.tiers import TierSpec
 
 METRIC = "vllm:num_requests_waiting"
@@ -74,9 +73,9 @@ class Autoscaling:
 def waiting_threshold(capacity: ReplicaCapacity, prof: Profile, tier: TierSpec,
                       input_tokens: int, output_tokens: int) -> int:
     """Waiting requests per replica at which queueing has used half of the TTFT slack."""
-    p99_prompt = P99_PROMPT_FACTOR * input_tokens
-    slack_s = tier.ttft_p99_ms / 1000 - prof.prefill_s(p99_prompt)
-    service_s = prof.prefill_s(input_tokens) + output_tokens * capacity.tpot_p99_s
+    p99_prompt = prompt_factor(tier.percentile) * input_tokens
+    slack_s = tier.ttft_ms / 1000 - prof.prefill_s(p99_prompt)
+    service_s = prof.prefill_s(input_tokens) + output_tokens * capacity.tpot_tail_s
     return max(1, math.floor(slack_s / 2 * capacity.batch / service_s) - 1)
 
 
@@ -130,19 +129,10 @@ def autoscaling(
         fallback_replicas=replicas.max_replicas,
         behavior=behavior(replicas, cold_start_s),
         rationale=(f"threshold {threshold} waiting/replica keeps queueing within half the "
-                   f"{tier.ttft_p99_ms:.0f} ms TTFT slack at batch {capacity.batch} "
+                   f"{tier.ttft_ms:.0f} ms TTFT slack at batch {capacity.batch} "
                    f"(baseline: 5, vLLM production-stack)"),
     )
 
 
-def for_placement(placement: ModelPlacement, demand: ModelDemand, namespace: str,
-                  served_name: str | None = None) -> Autoscaling:
-    """Autoscaling of a model as `serving.packing.plan` placed it."""
-    prof = profile(demand.card, placement.slice, placement.quantization)
-    return autoscaling(placement.model, served_name or placement.model, namespace, placement.capacity,
-                       prof, demand.tier, placement.replicas, placement.cold_start_s,
-                       demand.input_tokens, demand.output_tokens)
-
-
-__all__ = ["METRIC", "POLLING_INTERVAL_S", "Autoscaling", "autoscaling", "behavior", "for_placement",
+__all__ = ["METRIC", "POLLING_INTERVAL_S", "Autoscaling", "autoscaling", "behavior",
            "waiting_threshold"]

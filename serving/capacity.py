@@ -19,6 +19,7 @@ Model of one replica (kept simple on purpose; every piece is a knob a measuremen
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -28,13 +29,27 @@ from serving.profiles import Profile, SliceKind, profile
 from serving.slices import GPU_MEMORY_UTILIZATION, MIN_CONTEXT_TOKENS
 from serving.tiers import TierSpec
 
-# p99 / mean context tokens of the Azure LLM inference traces 2023 in ../shared/traces:
-# conversation 4,142 / 1,155 = 3.59, code 7,436 / 2,048 = 3.63.
+# Prompt length at a percentile over the mean prompt, the larger of the two Azure LLM inference
+# traces 2023 in ../shared/traces (conversation, code), rounded; p99: conversation 4,142 / 1,155 =
+# 3.59, code 7,436 / 2,048 = 3.63. Between rows the factor is interpolated linearly.
+PROMPT_FACTORS: tuple[tuple[float, float], ...] = (
+    (50.0, 0.88), (75.0, 1.34), (90.0, 2.53), (95.0, 3.57), (99.0, 3.6), (99.9, 5.35))
 P99_PROMPT_FACTOR = 3.6
 # vLLM's default --max-num-seqs: the engine never batches more sequences than this.
 MAX_BATCH = 256
 # Above this prefill share the decode stalls dominate and the linear model stops being credible.
 MAX_PREFILL_SHARE = 0.8
+
+
+def prompt_factor(percentile: float) -> float:
+    """The prompt length at `percentile` over the mean prompt length (PROMPT_FACTORS)."""
+    points = PROMPT_FACTORS
+    if not points[0][0] <= percentile <= points[-1][0]:
+        raise ValueError(f"percentile {percentile} is outside {points[0][0]}..{points[-1][0]}")
+    for (p0, f0), (p1, f1) in itertools.pairwise(points):
+        if p0 <= percentile <= p1:
+            return f0 + (f1 - f0) * (percentile - p0) / (p1 - p0)
+    return points[-1][1]
 
 
 class TierUnmeetable(ValueError):
@@ -56,8 +71,8 @@ class ReplicaCapacity:
     batch: int  # concurrent sequences at the latency-limited point
     qps: float  # latency-limited requests per second of one replica
     output_tokens_per_s: float
-    ttft_p99_s: float
-    tpot_p99_s: float
+    ttft_tail_s: float  # at the tier's percentile
+    tpot_tail_s: float
     memory_needed_gb: float  # weights + KV cache for `batch` sequences (and one full context)
 
 
@@ -67,14 +82,14 @@ def kv_token_capacity(card: ModelCard, weights_gb: float, memory_gb: float) -> i
     return max(0, int(free * 1e9 / card.kv_bytes_per_token))
 
 
-def _p99_wait_s(rate: float, servers: int, service_s: float) -> float:
+def _tail_wait_s(rate: float, servers: int, service_s: float, tail: float) -> float:
     rho = rate * service_s / servers
     if rho >= 1:
         return math.inf
     queue = rho ** math.sqrt(2 * (servers + 1)) / (1 - rho)
     tail_rate = servers * (1 - rho) / service_s
     p_wait = min(1.0, queue / rate * tail_rate)
-    return math.log(p_wait / 0.01) / tail_rate if p_wait > 0.01 else 0.0
+    return math.log(p_wait / tail) / tail_rate if p_wait > tail else 0.0
 
 
 def replica_capacity(
@@ -99,14 +114,14 @@ def replica_capacity(
             f"{where}: {weights:.1f} GB weights + a {context}-token KV cache exceed "
             f"{prof.slice.memory_gb:.0f} GB x {GPU_MEMORY_UTILIZATION}; use a bigger slice, more "
             f"tensor parallelism, a quantized variant or a shorter max_model_len")
-    ttft_s, tpot_s = tier.ttft_p99_ms / 1000, tier.tpot_p99_ms / 1000
-    p99_prompt = min(P99_PROMPT_FACTOR * input_tokens, card.context_max)
+    ttft_s, tpot_s = tier.ttft_ms / 1000, tier.tpot_ms / 1000
+    p99_prompt = min(prompt_factor(tier.percentile) * input_tokens, card.context_max)
     first_prefill = prof.prefill_s(p99_prompt)
     if first_prefill > ttft_s or prof.tpot_s(1) > tpot_s:
         raise TierUnmeetable(
             f"{where} misses tier {tier.tier} at batch 1 (prefill of a {p99_prompt:.0f}-token "
-            f"prompt {first_prefill * 1000:.0f} ms vs TTFT {tier.ttft_p99_ms:.0f} ms, TPOT "
-            f"{prof.tpot_s(1) * 1000:.1f} ms vs {tier.tpot_p99_ms:.0f} ms); use a faster GPU or a "
+            f"prompt {first_prefill * 1000:.0f} ms vs TTFT {tier.ttft_ms:.0f} ms, TPOT "
+            f"{prof.tpot_s(1) * 1000:.1f} ms vs {tier.tpot_ms:.0f} ms); use a faster GPU or a "
             f"whole GPU instead of a slice, more tensor parallelism, or a looser tier",
             max(first_prefill / ttft_s, prof.tpot_s(1) / tpot_s))
     batch_by_memory = min(MAX_BATCH, kv_tokens // (input_tokens + output_tokens))
@@ -127,7 +142,7 @@ def replica_capacity(
             return None
         tpot = prof.tpot_s(batch) / (1 - share)
         service = mean_prefill + output_tokens * tpot
-        ttft = first_prefill + _p99_wait_s(rate, batch, service)
+        ttft = first_prefill + _tail_wait_s(rate, batch, service, tier.tail)
         return (batch, ttft, tpot) if ttft <= ttft_s else None
 
     low, high = 0.0, max(1, batch_by_memory) / (mean_prefill + output_tokens * prof.tpot_s(1))
@@ -144,7 +159,7 @@ def replica_capacity(
     kv_needed = max(context, batch * (input_tokens + output_tokens)) * card.kv_bytes_per_token / 1e9
     return ReplicaCapacity(
         model=card.id, slice=prof.slice.label, batch=batch, qps=low,
-        output_tokens_per_s=low * output_tokens, ttft_p99_s=ttft, tpot_p99_s=tpot,
+        output_tokens_per_s=low * output_tokens, ttft_tail_s=ttft, tpot_tail_s=tpot,
         memory_needed_gb=weights + kv_needed,
     )
 
@@ -222,11 +237,13 @@ def region_replicas(
 __all__ = [
     "MAX_BATCH",
     "P99_PROMPT_FACTOR",
+    "PROMPT_FACTORS",
     "DoesNotFit",
     "RegionReplicas",
     "ReplicaCapacity",
     "TierUnmeetable",
     "kv_token_capacity",
+    "prompt_factor",
     "region_replicas",
     "replica_capacity",
     "slice_capacity",

@@ -22,6 +22,7 @@ from serving.hardware import Cloud, MachineShape, Vendor
 from serving.manifests import MANAGED, POOL_LABEL
 from serving.models import Quantization
 from serving.profiles import SliceKind
+from serving.sharing import Sharing
 from serving.slices import SharingMode
 
 INFERENCE_SERVICE = ("serving.kserve.io/v1beta1", "InferenceService")
@@ -91,7 +92,7 @@ class PoolTarget:
 
     name: str
     vendor: Vendor
-    sharing: str  # the pool's sharing word: whole, mig:<layout>, time_slice:<n>, partition:<mode>
+    sharing: Sharing
     node: MachineShape
     taints: tuple[tuple[str, str, str], ...]  # (key, value, effect), Kubernetes spelling
     nvme_path: str | None  # None: no local NVMe, so no model cache on this pool

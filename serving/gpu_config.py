@@ -1,8 +1,8 @@
 """What the GPU operators must be told about a cluster's pools: MIG layouts, time-slicing, partitions.
 
-Pure: it reads a pool's GPU, sharing word and node labels (the same ones the cloud puts on the
-nodes), so the key a node is labelled with and the key the operator's config carries come from one
-place and cannot drift apart.
+Pure: it reads a pool's GPU, typed sharing (serving.sharing) and node labels (the same ones the
+cloud puts on the nodes), so the key a node is labelled with and the key the operator's config
+carries come from one place and cannot drift apart.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from serving import mig
-from serving.hardware import GPUS, AmdPartition, GpuModel, Vendor
+from serving.hardware import AmdPartition, GpuModel, Vendor
+from serving.sharing import Mig, Partition, Sharing, TimeSlice
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -32,8 +32,7 @@ class MigStrategy(StrEnum):
 
 
 class PoolSharing(Protocol):
-    """What decides the slices a pool's device plugin advertises: its GPU and sharing word.
-    stacks.pools.sharing_view gives it for a stack's pool, before any cluster exists."""
+    """What decides the slices a pool's device plugin advertises: its GPU and its sharing."""
 
     @property
     def name(self) -> str: ...
@@ -42,7 +41,7 @@ class PoolSharing(Protocol):
     @property
     def vendor(self) -> Vendor: ...
     @property
-    def sharing(self) -> str: ...
+    def sharing(self) -> Sharing: ...
 
 
 class PoolLike(PoolSharing, Protocol):
@@ -52,39 +51,6 @@ class PoolLike(PoolSharing, Protocol):
     def gpus_per_node(self) -> int: ...
     @property
     def labels(self) -> dict[str, str]: ...
-
-
-def _mig_counts(pool: PoolSharing) -> dict[str, int]:
-    """Profile counts per GPU from the pool's sharing word (`mig:<layout>` or `mig:2x1g.10gb+...`)."""
-    body = pool.sharing.removeprefix("mig:")
-    gpu = GPUS[pool.gpu]
-    if body in gpu.mig_layouts:
-        return dict(gpu.mig_layouts[body])
-    counts: dict[str, int] = {}
-    for part in body.split("+"):
-        count, sep, profile = part.partition("x")
-        if not sep or not count.isdigit():
-            raise ValueError(f"pool {pool.name}: MIG layout {body!r} is neither a named {pool.gpu} "
-                             f"layout nor `<count>x<profile>` terms")
-        counts[profile] = counts.get(profile, 0) + int(count)
-    return counts
-
-
-def mig_layout(pool: PoolSharing) -> dict[str, int]:
-    """The pool's MIG profile counts per GPU, checked against the GPU's placement rules."""
-    counts = _mig_counts(pool)
-    gpu = GPUS[pool.gpu]
-    if not mig.is_valid(gpu, counts):
-        raise ValueError(f"pool {pool.name}: MIG layout {counts} does not fit one {pool.gpu} "
-                         f"({mig.COMPUTE_SLICES} compute and {mig.MEMORY_SLICES} memory slices, "
-                         f"NVIDIA placement rules)")
-    return counts
-
-
-def time_slice_replicas(pool: PoolSharing) -> int | None:
-    if not pool.sharing.startswith("time_slice:"):
-        return None
-    return int(pool.sharing.removeprefix("time_slice:"))
 
 
 @dataclass(frozen=True)
@@ -108,16 +74,15 @@ def nvidia_config(pools: Iterable[PoolLike]) -> NvidiaConfig:
     layouts: dict[str, dict[str, int]] = {}
     replicas: dict[str, int] = {}
     for pool in nvidia:
-        if pool.sharing.startswith("mig:"):
+        if isinstance(pool.sharing, Mig):
             key = pool.labels[MIG_CONFIG_LABEL]
-            layout = mig_layout(pool)
+            layout = pool.sharing.profiles
             if layouts.get(key, layout) != layout:
                 raise ValueError(f"pool {pool.name}: MIG config key {key!r} already names "
                                  f"{layouts[key]}, not {layout}")
             layouts[key] = layout
-        n = time_slice_replicas(pool)
-        if n is not None:
-            replicas[pool.labels[DEVICE_PLUGIN_CONFIG_LABEL]] = n
+        if isinstance(pool.sharing, TimeSlice):
+            replicas[pool.labels[DEVICE_PLUGIN_CONFIG_LABEL]] = pool.sharing.replicas
     return NvidiaConfig(layouts, replicas, mig_strategy(nvidia))
 
 
@@ -125,7 +90,7 @@ def mig_strategy(pools: Iterable[PoolSharing]) -> MigStrategy | None:
     """The device plugin's MIG strategy for a cluster with these pools (see nvidia_config);
     None when no NVIDIA pool uses MIG."""
     nvidia = [p for p in pools if p.vendor is Vendor.NVIDIA]
-    layouts = [mig_layout(p) for p in nvidia if p.sharing.startswith("mig:")]
+    layouts = [p.sharing.profiles for p in nvidia if isinstance(p.sharing, Mig)]
     if not layouts:
         return None
     profiles = {p for layout in layouts for p in layout}
@@ -146,16 +111,16 @@ def resource_name(on_gke: bool, pools: Iterable[PoolSharing], pool: PoolSharing,
     elsewhere the GPU Operator's MIG strategy for the cluster's pools decides. AMD partitions are
     named per mode (the DeviceConfig's `mixed` naming), whole AMD GPUs are `amd.com/gpu`.
     """
+    s = pool.sharing
     if pool.vendor is Vendor.AMD:
-        mode = pool.sharing.removeprefix("partition:")
-        if pool.sharing.startswith("partition:") and not mode.startswith("SPX"):
-            return "amd.com/" + mode.lower().replace("-", "_")
+        if isinstance(s, Partition) and s.partition.compute_mode != "SPX":
+            return "amd.com/" + s.profile.lower().replace("-", "_")
         return "amd.com/gpu"
-    if not pool.sharing.startswith("mig:"):
+    if not isinstance(s, Mig):
         return "nvidia.com/gpu"
-    if mig_profile is None or mig_profile not in mig_layout(pool):
+    if mig_profile is None or mig_profile not in s.profiles:
         raise ValueError(f"pool {pool.name}: MIG profile {mig_profile!r} is not in its layout "
-                         f"{mig_layout(pool)}")
+                         f"{s.profiles}")
     if on_gke:
         return "nvidia.com/gpu"
     strategy = mig_strategy(pools)
@@ -193,11 +158,9 @@ def amd_partitions(pools: Iterable[PoolLike]) -> dict[str, tuple[AmdPartition, i
     """
     profiles: dict[str, tuple[AmdPartition, int]] = {}
     for pool in pools:
-        if pool.vendor is not Vendor.AMD or not pool.sharing.startswith("partition:"):
+        if pool.vendor is not Vendor.AMD or not isinstance(pool.sharing, Partition):
             continue
-        partition = GPUS[pool.gpu].amd_partition(pool.sharing.removeprefix("partition:"))
-        if partition is None:
-            raise ValueError(f"pool {pool.name}: {pool.sharing} is not a {pool.gpu} partition mode")
+        partition = pool.sharing.partition
         if partition.compute_mode == "SPX":
             continue
         profiles[pool.labels[AMD_PROFILE_LABEL]] = (partition, pool.gpus_per_node)
@@ -236,11 +199,9 @@ __all__ = [
     "dcm_config",
     "dcm_config_json",
     "device_plugin_configs",
-    "mig_layout",
     "mig_parted_config",
     "mig_resource_name",
     "mig_strategy",
     "nvidia_config",
     "resource_name",
-    "time_slice_replicas",
 ]

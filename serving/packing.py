@@ -55,7 +55,6 @@ class ModelPlacement:
     model: str
     pool: str
     slice: SliceKind
-    resource: str  # extended resource the predictor requests (x tensor_parallel)
     quantization: Quantization
     capacity: ReplicaCapacity
     replicas: RegionReplicas
@@ -175,7 +174,7 @@ def _realise(demands: list[ModelDemand], choice: list[Option], pools: list[PoolS
         raise PlanError(f"peak traffic needs more nodes than pools allow: {', '.join(over)}; raise "
                         f"max_nodes, add a pool, or loosen the tier of the largest models")
     placements = tuple(
-        ModelPlacement(d.name, o.pool.name, o.kind, o.resource, o.quantization, o.capacity,
+        ModelPlacement(d.name, o.pool.name, o.kind, o.quantization, o.capacity,
                        o.replicas, o.cold_start, round(o.fractional_cost, 4),
                        round(o.fractional_cost / max(1, o.per_zone * o.pool.zones), 4))
         for d, o in zip(demands, choice, strict=True))

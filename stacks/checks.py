@@ -6,7 +6,6 @@ resource is registered.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,13 +13,14 @@ from itertools import combinations
 
 from serving import mig
 from serving.geo import ZONES, zones_of
-from serving.hardware import MACHINES, Cloud, GpuModel, GpuSpec, MigProfile, Vendor, machine
+from serving.hardware import MACHINES, Cloud, GpuModel, GpuSpec, Vendor, machine
 from serving.models import CATALOG
-from serving.packing import PlanError
-from serving.tiers import TIERS, Tier
-from stacks.layout import models_in, plan_region, tier_of
+from serving.posture import posture
+from serving.sharing import Mig
+from stacks.layout import models_in
+from stacks.naming import AKS_POOL_NAME, AKS_POOL_NAME_MAX, AKS_SYSTEM_POOL, aks_pool_name
 from stacks.netplan import address_plan
-from stacks.pools import SINGLE_PROFILE_CLOUDS, selectable_mig_profiles
+from stacks.pools import SINGLE_PROFILE_CLOUDS, aks_mig_profile, stated_sharing
 from stacks.schema import (
     AmdPartitioning,
     GcpRegion,
@@ -32,12 +32,12 @@ from stacks.schema import (
     SystemPoolSpec,
     TimeSlicing,
 )
+from stacks.tiers import known, resolve_tiers, tier_of, tier_problems
 
 SYSTEM_POOL_NAME = "system"
 
 # Room for one subnet pair per zone: the network is split into 2 x zones subnets.
 MIN_PREFIX, MAX_PREFIX = 16, 20
-PROD_MIN_ZONES = 2
 
 
 @dataclass(frozen=True)
@@ -51,32 +51,24 @@ def _choices(values: object) -> str:
 
 
 def check(spec: StackSpec) -> list[Problem]:
-    problems = [
+    # Whether the models can be served within their tiers is the planner's question
+    # (stacks.plan.plan_stack), asked once this stack is known to be well formed.
+    return [
         *_check_tiers(spec),
         *_check_regions(spec),
         *_check_models(spec),
         *_check_tenants(spec),
         *_check_aks_pools(spec),
     ]
-    # Planning needs a stack whose every part is known: it runs once the rest is clean.
-    return problems or list(_check_plans(spec))
-
-
-def _check_plans(spec: StackSpec) -> Iterator[Problem]:
-    """Every region's models packed onto its pools within their tiers (stacks.layout)."""
-    index = {m.name: i for i, m in enumerate(spec.models)}
-    for j, region in enumerate(spec.regions):
-        try:
-            plan_region(spec, region)
-        except PlanError as err:
-            at = f"models[{index[err.model]}]" if err.model in index else f"regions[{j}].gpu_pools"
-            yield Problem(at, f"in {region.region}: {err}")
 
 
 def _check_tiers(spec: StackSpec) -> Iterator[Problem]:
-    if spec.default_tier not in set(Tier):
+    for path, message in tier_problems(spec):
+        yield Problem(path, message)
+    tiers = resolve_tiers(spec)
+    if spec.default_tier not in tiers:
         yield Problem("default_tier", f"unknown tier {spec.default_tier!r}; expected one of: "
-                      f"{_choices(Tier)}")
+                      f"{known(tiers)}")
 
 
 def _check_regions(spec: StackSpec) -> Iterator[Problem]:
@@ -98,16 +90,18 @@ def _check_regions(spec: StackSpec) -> Iterator[Problem]:
             if known is not None and zone not in known:
                 yield Problem(f"{at}.zones[{j}]", f"zone {zone!r} is not in {cloud} region "
                               f"{region.region}; expected one of: {_choices(known)}")
-        if spec.is_prod and len(set(region.zones)) < PROD_MIN_ZONES:
-            yield Problem(f"{at}.zones", f"prod needs at least {PROD_MIN_ZONES} zones per region "
-                          f"(got {len(set(region.zones))}) so losing one zone still serves")
-        if spec.is_prod and isinstance(region, GcpRegion) and region.project_number is None:
-            yield Problem(f"{at}.project_number", "prod encrypts GCP registries with customer keys, "
+        env = posture(spec.environment)
+        if len(set(region.zones)) < env.min_zones:
+            yield Problem(f"{at}.zones", f"{env.environment} needs at least {env.min_zones} zones per "
+                          f"region (got {len(set(region.zones))}) so losing one zone still serves")
+        keys = env.secrets_customer_key or env.stores_customer_key
+        if keys and isinstance(region, GcpRegion) and region.project_number is None:
+            yield Problem(f"{at}.project_number", f"{env.environment} encrypts with customer keys, "
                           "which the project's service agents must be granted: give the project "
                           "number (gcloud projects describe PROJECT --format='value(projectNumber)')")
-        if spec.is_prod and region.api_access_cidrs:
-            yield Problem(f"{at}.api_access_cidrs", "prod clusters have a private API endpoint "
-                          "only; remove the list (reach the API from inside the network)")
+        if env.private_api and region.api_access_cidrs:
+            yield Problem(f"{at}.api_access_cidrs", f"{env.environment} clusters have a private API "
+                          "endpoint only; remove the list (reach the API from inside the network)")
         prefix = region.network.cidr.prefixlen
         if not MIN_PREFIX <= prefix <= MAX_PREFIX:
             yield Problem(f"{at}.network.cidr", f"{region.network.cidr} is a /{prefix}; expected a "
@@ -230,6 +224,7 @@ def _pool_ok(cloud: Cloud, pool: GpuPoolSpec, region_zones: list[str]) -> bool:
 
 def _check_models(spec: StackSpec) -> Iterator[Problem]:
     regions = {r.region: r for r in spec.regions}
+    tiers = resolve_tiers(spec)
     bad_regions = {id(r) for r in spec.regions
                    if any(not _pool_ok(Cloud(r.cloud), p, r.zones) for p in r.gpu_pools)}
     names = Counter(m.name for m in spec.models)
@@ -238,9 +233,9 @@ def _check_models(spec: StackSpec) -> Iterator[Problem]:
         if names[model.name] > 1:
             yield Problem(f"{at}.name", f"model name {model.name!r} is used twice; names are "
                           "identities")
-        if model.tier is not None and model.tier not in set(Tier):
+        if model.tier is not None and model.tier not in tiers:
             yield Problem(f"{at}.tier", f"unknown tier {model.tier!r}; expected one of: "
-                          f"{_choices(Tier)}")
+                          f"{known(tiers)}")
         card = CATALOG.get(model.catalog)
         if card is None:
             yield Problem(f"{at}.catalog", f"unknown model {model.catalog!r}; expected one of: "
@@ -269,9 +264,10 @@ def _check_models(spec: StackSpec) -> Iterator[Problem]:
 def _check_model_pool(at: str, spec: StackSpec, model: ModelSpec, bad_regions: set[int]) -> Iterator[Problem]:
     """The model's pool pin against each region it runs in; whether it fits and meets its tier is
     the region plan's question (`_check_plans`)."""
-    if model.pool is None or (model.tier is not None and model.tier not in set(Tier)):
-        return  # an unknown tier is reported at its path; the pin's check depends on the tier
+    tiers = resolve_tiers(spec)
     tier = tier_of(spec, model)
+    if model.pool is None or tier not in tiers:
+        return  # an unknown tier is reported at its path; the pin's check depends on the tier
     for region in spec.regions:
         if model not in models_in(spec, region):
             continue
@@ -282,7 +278,7 @@ def _check_model_pool(at: str, spec: StackSpec, model: ModelSpec, bad_regions: s
             yield Problem(f"{at}.pool", f"pool {model.pool!r} does not exist in "
                           f"{region.region}; expected one of: "
                           f"{_choices(p.name for p in region.gpu_pools) or '(no GPU pools)'}")
-        elif isinstance(named[0].sharing, TimeSlicing) and not TIERS[tier].allows_time_slicing:
+        elif isinstance(named[0].sharing, TimeSlicing) and not tiers[tier].allows_time_slicing:
             yield Problem(f"{at}.pool", f"tier {tier} does not allow time-sliced GPUs (no "
                           f"isolation, wider tail latency) and pool {model.pool!r} is "
                           "time-sliced; pick a MIG or whole-GPU pool, or a looser tier")
@@ -300,35 +296,6 @@ def _check_tenants(spec: StackSpec) -> Iterator[Problem]:
 
 
 # --- AKS agent pools ---------------------------------------------------------------------------
-# AKS names a Linux agent pool with 1-12 lowercase letters and digits, starting with a letter
-# (learn.microsoft.com/azure/aks/use-system-pools, "Limitations"). Pool names are identities, so
-# the agent pool name is derived from the pool name without truncation: a name that does not fit
-# is rejected here rather than silently shortened (a later shortening rule would be a replacement).
-AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
-AKS_POOL_NAME_MAX = 12
-# The cluster's own System-mode pool; a GPU pool deriving the same name would collide with it.
-AKS_SYSTEM_POOL = "system"
-
-
-def aks_pool_name(pool_name: str) -> str:
-    """The AKS agent pool name of a stack pool: its name without hyphens (`h100-mig` -> `h100mig`)."""
-    return re.sub(r"[^a-z0-9]", "", pool_name.lower())
-
-
-def aks_mig_profile(gpu: GpuSpec, sharing: MigSharing) -> MigProfile | None:
-    """The one MIG profile of an AKS pool, or None when the layout is not a single AKS profile.
-
-    AKS `gpuInstanceProfile` names only the compute size (MIG1g..MIG7g) and gets the smallest
-    memory profile of that size (1g.10gb, not 1g.20gb, on an 80 GB GPU), so a double-memory 1g
-    profile has no AKS spelling.
-    """
-    used = [p for p, n in mig.resolve(gpu, sharing.layout, sharing.profiles).items() if n]
-    selectable = selectable_mig_profiles(Cloud.AZURE, gpu) or ()
-    if len(used) != 1 or used[0] not in selectable:
-        return None
-    return gpu.mig_profile(used[0])
-
-
 def _check_aks_pools(spec: StackSpec) -> Iterator[Problem]:
     for i, region in enumerate(spec.regions):
         if Cloud(region.cloud) is not Cloud.AZURE:
@@ -355,12 +322,13 @@ def _check_aks_pools(spec: StackSpec) -> Iterator[Problem]:
             gpu = shape.gpu_spec
             if list(_mig_problems(at, gpu, s)):
                 continue  # the layout's own problems come first
+            typed = stated_sharing(gpu, pool)
             used = [p for p, n in mig.resolve(gpu, s.layout, s.profiles).items() if n]
-            if len(used) == 1 and aks_mig_profile(gpu, s) is None:
+            if len(used) == 1 and isinstance(typed, Mig) and aks_mig_profile(gpu, typed) is None:
                 smallest = next(p.name for p in gpu.mig_profiles if p.compute_slices == 1)
                 yield Problem(f"{at}.sharing", f"AKS gpu_instance_profile cannot select {used[0]} on "
                               f"{gpu.model}: it gets the smallest-memory profile of each compute "
                               f"size (MIG1g is {smallest}); use one of those or another cloud")
 
 
-__all__ = ["AKS_POOL_NAME", "Problem", "aks_mig_profile", "aks_pool_name", "check"]
+__all__ = ["Problem", "check"]

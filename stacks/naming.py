@@ -1,6 +1,15 @@
-"""Names the program and the tools must agree on: clusters, weights buckets, their object keys."""
+"""Every cloud-side name the program, the validator and the tools must agree on, in one place:
+clusters, node pools, service accounts, registries, key vaults, weights buckets and their keys.
+
+Names are identities (renaming one is a replacement), so a name that does not fit a cloud's rule
+is either rejected by validation (AKS pool names) or shortened by one stable rule with a hash of
+the full name (GCP service accounts), never cut at a length where two names could meet.
+"""
 
 from __future__ import annotations
+
+import hashlib
+import re
 
 from stacks.schema import RegionSpec, StackSpec
 
@@ -11,6 +20,47 @@ MODELS_NAMESPACE = "rtip-models"
 
 def cluster_name(spec: StackSpec, region: str) -> str:
     return f"rtip-{spec.environment}-{region}"
+
+
+# AKS names a Linux agent pool with 1-12 lowercase letters and digits, starting with a letter
+# (learn.microsoft.com/azure/aks/use-system-pools, "Limitations"). A pool's agent pool name is its
+# name without hyphens; one that does not fit is rejected by stacks.checks, never shortened.
+AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+AKS_POOL_NAME_MAX = 12
+# The cluster's own System-mode pool; a GPU pool deriving the same name would collide with it.
+AKS_SYSTEM_POOL = "system"
+# GCP service account IDs: 6-30 characters, a lowercase letter first, then letters, digits, '-'.
+GCP_ACCOUNT_ID_MAX = 30
+
+
+def aks_pool_name(pool_name: str) -> str:
+    """The AKS agent pool name of a stack pool: its name without hyphens (`h100-mig` -> `h100mig`)."""
+    return re.sub(r"[^a-z0-9]", "", pool_name.lower())
+
+
+def fit(wanted: str, limit: int) -> str:
+    """`wanted` when it fits `limit` characters; else its head and a hash of the whole, so two
+    long names that share a head never become one name."""
+    if len(wanted) <= limit:
+        return wanted
+    suffix = hashlib.sha256(wanted.encode()).hexdigest()[:6]
+    return f"{wanted[:limit - len(suffix) - 1].rstrip('-')}-{suffix}"
+
+
+def gcp_account_id(cluster: str, purpose: str) -> str:
+    """A service account ID for one purpose of one cluster (`<cluster>-<purpose>`)."""
+    return fit(f"{cluster}-{purpose}", GCP_ACCOUNT_ID_MAX)
+
+
+def registry_name(spec: StackSpec) -> str:
+    """ACR names: 5-50 letters and digits, globally unique; the login server is `<name>.azurecr.io`."""
+    raw = f"{spec.registries.name_prefix}{spec.environment}images"
+    return "".join(c for c in raw.lower() if c.isalnum())[:50]
+
+
+def vault_name(spec: StackSpec, region: str, purpose: str) -> str:
+    """Key Vault names: 3-24 letters, digits and single hyphens, globally unique."""
+    return fit(f"{spec.registries.name_prefix}-{spec.environment}-{region}-{purpose}", 24)
 
 
 def weights_bucket(spec: StackSpec, region: RegionSpec) -> str:
@@ -56,13 +106,22 @@ def storage_account(spec: StackSpec, region: RegionSpec) -> str:
 
 
 __all__ = [
+    "AKS_POOL_NAME",
+    "AKS_POOL_NAME_MAX",
+    "AKS_SYSTEM_POOL",
+    "GCP_ACCOUNT_ID_MAX",
     "MODELS_NAMESPACE",
     "MODELS_PREFIX",
     "WEIGHTS_CONTAINER",
+    "aks_pool_name",
     "cluster_name",
+    "fit",
+    "gcp_account_id",
     "model_prefix",
+    "registry_name",
     "source_uri",
     "storage_account",
+    "vault_name",
     "weights_bucket",
     "weights_regions",
     "weights_root",

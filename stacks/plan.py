@@ -1,140 +1,154 @@
-"""Per model and region: where its replicas run, how many, and how they scale.
+"""The plan of a whole stack: computed once, right after validation, and passed down.
 
-The numbers come from the region's packing (stacks.layout.plan_region): the slice, pool and
-weights variant the planner chose, the replicas that serve peak within the tier with any one zone
-lost, and the KEDA parameters derived from the same profile.
+`plan_stack(spec)` is pure: per region the packing planner's pool decisions (sharing, node floor
+and peak) and per model its placement, replicas, autoscaling and cold start. `__main__.py` builds
+the platform from it, and the engine hands the same value to the report, the renderer and every
+later command, so nothing recomputes it. The spec stays what the user wrote; each planned pool
+says whether its sharing and floor were stated or planned.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from serving import gpu_config
-from serving.autoscaling import Autoscaling, autoscaling
-from serving.capacity import ReplicaCapacity
-from serving.coldstart import ColdStart
-from serving.hardware import Cloud
-from serving.models import CATALOG, ModelCard, Quantization
-from serving.packing import ModelPlacement
-from serving.profiles import SliceKind, profile
-from serving.slices import GPU_MEMORY_UTILIZATION, MIN_CONTEXT_TOKENS
-from serving.tiers import TIERS, Tier
-from stacks import pools
-from stacks.layout import models_in, plan_region, resolve, tier_of
-from stacks.naming import MODELS_NAMESPACE, source_uri
-from stacks.schema import ModelSpec, RegionSpec, StackSpec
+from serving.hardware import Cloud, GpuModel, MachineShape, Vendor
+from serving.packing import PlanError
+from serving.posture import Posture, posture
+from serving.sharing import Sharing
+from serving.tiers import TierSpec
+from stacks.checks import Problem
+from stacks.layout import PoolDecision, models_in, plan_region
+from stacks.loader import SpecError, load_spec
+from stacks.model_plan import ModelRegionPlan, model_region_plan
+from stacks.naming import cluster_name
+from stacks.schema import GpuPoolSpec, RegionSpec, StackSpec
+from stacks.tiers import resolve_tiers, tier_of
 
 
 @dataclass(frozen=True)
-class ModelRegionPlan:
-    """One model in one region: where its replicas run, how many, and how they scale.
+class PlannedPool:
+    """A GPU pool as the clusters build it: the stack's pool with the planner's decisions."""
 
-    This is everything the model's deployment needs: the slice its predictor requests
-    (`resource` x `resource_count`), the pool whose nodes it selects, the weights variant and
-    context vLLM serves, and the KEDA parameters."""
-
-    model: str
-    catalog: str
-    region: str
-    cloud: str
-    tier: Tier
-    peak_qps: float
-    pool: str
-    slice: SliceKind  # GPU, sharing mode, TP degree, MIG profile or time-slice width
-    # The extended resource one GPU of a replica is, as the cluster's device plugin advertises it:
-    # nvidia.com/gpu, nvidia.com/mig-3g.40gb, amd.com/gpu, amd.com/cpx_nps4.
-    resource: str
-    quantization: Quantization
-    weights_gb: float  # of the weights variant served
-    max_model_len: int  # context vLLM serves (--max-model-len)
-    min_replicas: int
-    max_replicas: int
-    replicas_source: str  # "spec" or the rule that set them
-    cold_start: ColdStart
-    source_uri: str  # the model in this region's own weights store
-    capacity: ReplicaCapacity  # one replica's latency-limited operating point
-    headroom: float  # fraction of peak held above it for autoscale lag
-    cost_per_replica_hour: float
-    autoscaling: Autoscaling  # KEDA trigger, thresholds, HPA behavior, fallback
+    name: str
+    shape: MachineShape
+    sharing: Sharing  # concrete: the stated one, or the planner's choice
+    planned: bool  # the stack left the sharing to the planner
+    capacity_type: str  # on_demand | spot
+    zones: tuple[str, ...]
+    stated_min_nodes: int
+    min_nodes: int  # the autoscaler's floor: stated, or what min replicas need, whichever is more
+    max_nodes: int
+    nodes_at_floor: int  # every model of the pool at its min replicas
+    nodes_at_peak: int  # every model of the pool at its max replicas
+    cost_per_hour_at_peak: float
 
     @property
-    def slice_memory_gb(self) -> float:
-        """Memory of one of `resource`."""
-        return round(self.slice.memory_gb, 2)
+    def gpu(self) -> GpuModel:
+        return self.shape.gpu
 
     @property
-    def resource_count(self) -> int:
-        """How many of `resource` one replica requests (its tensor-parallel degree)."""
-        return self.slice.tensor_parallel
+    def vendor(self) -> Vendor:
+        return self.shape.gpu_spec.vendor
 
     @property
-    def cost_per_hour_at_min(self) -> float:
-        return round(self.cost_per_replica_hour * self.min_replicas, 4)
+    def gpus_per_node(self) -> int:
+        return self.shape.gpu_count
+
+
+@dataclass(frozen=True)
+class RegionPlan:
+    region: RegionSpec  # as the stack wrote it
+    cluster: str
+    pools: tuple[PlannedPool, ...]
+    models: tuple[ModelRegionPlan, ...]
+    packing_method: str
 
     @property
-    def cost_per_hour_at_max(self) -> float:
-        return round(self.cost_per_replica_hour * self.max_replicas, 4)
+    def cloud(self) -> Cloud:
+        return Cloud(self.region.cloud)
+
+    @property
+    def name(self) -> str:
+        return self.region.region
+
+    def pool(self, name: str) -> PlannedPool:
+        return next(p for p in self.pools if p.name == name)
 
 
-def served_context(card: ModelCard, quantization: Quantization, slice_memory_gb: float,
-                   tensor_parallel: int, requested: int | None) -> int:
-    """The --max-model-len vLLM serves: the spec's, else the longest context whose KV cache fits
-    beside the weights (vLLM refuses to start when one full-length sequence does not fit)."""
-    if requested is not None:
-        return requested
-    free_gb = (slice_memory_gb * tensor_parallel * GPU_MEMORY_UTILIZATION
-               - card.variant_weights_gb(quantization))
-    fits_tokens = int(free_gb * 1e9 // card.kv_bytes_per_token)
-    # vLLM's KV blocks hold 16 tokens; a multiple of 256 keeps the number readable.
-    return max(MIN_CONTEXT_TOKENS, min(card.context_max, fits_tokens // 256 * 256))
+@dataclass(frozen=True)
+class Plan:
+    spec: StackSpec
+    posture: Posture
+    tiers: Mapping[str, TierSpec]
+    regions: tuple[RegionPlan, ...]
+
+    @property
+    def models(self) -> tuple[ModelRegionPlan, ...]:
+        """Every model in every region it runs in, in the stack's model order."""
+        order = {m.name: i for i, m in enumerate(self.spec.models)}
+        found = [m for r in self.regions for m in r.models]
+        return tuple(sorted(found, key=lambda m: order[m.model]))
+
+    def region(self, name: str) -> RegionPlan:
+        return next(r for r in self.regions if r.name == name)
+
+    def regions_of(self, cloud: Cloud) -> tuple[RegionPlan, ...]:
+        return tuple(r for r in self.regions if r.cloud is cloud)
 
 
-def plan_models(spec: StackSpec) -> list[ModelRegionPlan]:
-    """Every model in every region it runs in, in stack order of the models.
+class PlanningError(Exception):
+    """A valid stack its pools cannot serve; `problems` point into the stack file."""
 
-    `stacks.checks` has already proven every region can be planned."""
-    built = {r.region: r for r in resolve(spec).regions}
-    plans: list[ModelRegionPlan] = []
-    for model in spec.models:
-        for region in spec.regions:
-            if model in models_in(spec, region):
-                plans.append(_model_plan(spec, model, built[region.region],
-                                         plan_region(spec, region).placement(model.name)))
-    return plans
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{p.path}: {p.message}" for p in problems))
 
 
-def _model_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec,
-                placed: ModelPlacement) -> ModelRegionPlan:
-    """`region` as the clusters are built (pools resolved), so the resource is the one its
-    device plugin advertises: under MIG's single strategy, or on GKE, a MIG slice is
-    `nvidia.com/gpu`, not the planner's `nvidia.com/mig-<profile>`."""
-    card = CATALOG[model.catalog]
-    tier = tier_of(spec, model)
-    cloud = Cloud(region.cloud)
-    views = [pools.sharing_view(cloud, p) for p in region.gpu_pools]
-    resource = gpu_config.resource_name(cloud is Cloud.GCP, views,
-                                        next(v for v in views if v.name == placed.pool),
-                                        placed.slice.mig_profile)
-    reps = placed.replicas
-    source = "spec" if model.replicas is not None else (
-        f"peak {model.peak_qps:g} QPS / {placed.capacity.qps:.2f} QPS a replica, "
-        f"+{reps.headroom:.0%} headroom, one zone lost")
-    scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
-                          profile(card, placed.slice, placed.quantization), TIERS[tier], reps,
-                          placed.cold_start_s, model.tokens.input_tokens, model.tokens.output_tokens)
-    return ModelRegionPlan(
-        model=model.name, catalog=card.id, region=region.region, cloud=str(cloud),
-        tier=tier, peak_qps=model.peak_qps, pool=placed.pool, slice=placed.slice,
-        resource=resource, quantization=placed.quantization,
-        weights_gb=card.variant_weights_gb(placed.quantization),
-        max_model_len=served_context(card, placed.quantization, placed.slice.memory_gb,
-                                     placed.slice.tensor_parallel, model.max_model_len),
-        min_replicas=reps.min_replicas, max_replicas=reps.max_replicas, replicas_source=source,
-        cold_start=placed.cold_start,
-        source_uri=model.source_uri or source_uri(spec, region, model.name),
-        capacity=placed.capacity, headroom=reps.headroom,
-        cost_per_replica_hour=placed.cost_per_replica_hour, autoscaling=scaling,
+def _pool(spec: GpuPoolSpec, region: RegionSpec, decision: PoolDecision) -> PlannedPool:
+    return PlannedPool(
+        name=spec.name, shape=decision.shape, sharing=decision.sharing, planned=decision.planned,
+        capacity_type=spec.capacity_type, zones=tuple(spec.zones or region.zones),
+        stated_min_nodes=spec.min_nodes, min_nodes=decision.min_nodes, max_nodes=spec.max_nodes,
+        nodes_at_floor=decision.nodes_at_floor, nodes_at_peak=decision.nodes_at_peak,
+        cost_per_hour_at_peak=decision.cost_per_hour_at_peak,
     )
 
 
-__all__ = ["ModelRegionPlan", "plan_models", "resolve", "served_context", "tier_of"]
+def plan_stack(spec: StackSpec) -> Plan:
+    """The plan of a validated stack; raises PlanningError naming each model (or region) whose
+    tier no usable pool can meet at its peak, with what would fix it."""
+    tiers = resolve_tiers(spec)
+    index = {m.name: i for i, m in enumerate(spec.models)}
+    problems: list[Problem] = []
+    regions: list[RegionPlan] = []
+    for j, region in enumerate(spec.regions):
+        try:
+            layout = plan_region(spec, region, tiers)
+        except PlanError as err:
+            at = f"models[{index[err.model]}]" if err.model in index else f"regions[{j}].gpu_pools"
+            problems.append(Problem(at, f"in {region.region}: {err}"))
+            continue
+        decided = {d.pool: d for d in layout.pools}
+        pools = tuple(_pool(p, region, decided[p.name]) for p in region.gpu_pools)
+        models = tuple(
+            model_region_plan(spec, m, region, tiers[tier_of(spec, m)], layout.placement(m.name), pools)
+            for m in models_in(spec, region))
+        regions.append(RegionPlan(region, cluster_name(spec, region.region), pools, models,
+                                  layout.packing.method))
+    if problems:
+        raise PlanningError(problems)
+    return Plan(spec, posture(spec.environment), tiers, tuple(regions))
+
+
+def load_plan(raw: Any, source: str) -> Plan:
+    """Validate the `rtip:platform` value, then plan it; every problem is a SpecError."""
+    spec = load_spec(raw, source)
+    try:
+        return plan_stack(spec)
+    except PlanningError as err:
+        raise SpecError(source, err.problems) from None
+
+
+__all__ = ["Plan", "PlannedPool", "PlanningError", "RegionPlan", "load_plan", "plan_stack"]

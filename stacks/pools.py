@@ -1,11 +1,10 @@
-"""Bridge from a pool's spec to the catalogs: its machine shape, GPU, slices and labels."""
+"""Bridge from a pool's spec to the catalogs: its machine shape and its stated sharing, typed."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from serving import mig
-from serving.hardware import Cloud, GpuModel, GpuSpec, MachineShape, Vendor, machine
+from serving.hardware import Cloud, GpuSpec, MachineShape, MigProfile, machine
+from serving.sharing import Mig, Partition, Sharing, TimeSlice, Whole, mig_sharing
 from stacks.schema import AmdPartitioning, GpuPoolSpec, MigSharing, PlannedSharing, TimeSlicing
 
 # Clouds that partition MIG GPUs themselves, with one profile per node pool (FACTS.md section 4:
@@ -25,48 +24,38 @@ def selectable_mig_profiles(cloud: Cloud, gpu: GpuSpec) -> tuple[str, ...] | Non
     return tuple(p.name for p in gpu.mig_profiles if p.memory_slices == smallest[p.compute_slices])
 
 
+def aks_mig_profile(gpu: GpuSpec, sharing: Mig) -> MigProfile | None:
+    """The one MIG profile of an AKS pool, or None when the layout is not a single profile AKS
+    `gpuInstanceProfile` can select (it names only the compute size and gets the smallest memory
+    profile of that size, so a double-memory 1g profile has no AKS spelling)."""
+    used = sharing.single_profile
+    if used is None or used not in (selectable_mig_profiles(Cloud.AZURE, gpu) or ()):
+        return None
+    return gpu.mig_profile(used)
+
+
 def shape_of(cloud: str, pool: GpuPoolSpec) -> MachineShape:
     shape = machine(Cloud(cloud), pool.machine_type)
-    if shape is None:  # checks.py rejects this before any caller gets here
+    if shape is None:  # stacks.checks rejects this before any caller gets here
         raise KeyError(f"unknown machine type {pool.machine_type} for {cloud}")
     return shape
 
 
-def mig_layout(gpu: GpuSpec, pool: GpuPoolSpec) -> dict[str, int]:
-    assert isinstance(pool.sharing, MigSharing)
-    return mig.resolve(gpu, pool.sharing.layout, pool.sharing.profiles)
-
-
-def sharing_label(pool: GpuPoolSpec) -> str:
-    """The pool's sharing in one word, as nodes are labelled and the plan prints it."""
+def stated_sharing(gpu: GpuSpec, pool: GpuPoolSpec) -> Sharing | None:
+    """The sharing the stack states for the pool, typed; None when the planner chooses it."""
     s = pool.sharing
-    if isinstance(s, MigSharing):
-        return f"mig:{s.layout}" if s.layout else "mig:" + "+".join(
-            f"{n}x{p}" for p, n in sorted(s.profiles.items()) if n  # type: ignore[union-attr]
-        )
-    if isinstance(s, TimeSlicing):
-        return f"time_slice:{s.replicas}"
-    if isinstance(s, AmdPartitioning):
-        return f"partition:{s.profile}"
     if isinstance(s, PlannedSharing):
-        return "auto"  # only in the stack as written; stacks.layout.resolve chooses
-    return "whole"
+        return None
+    if isinstance(s, MigSharing):
+        return mig_sharing(gpu, mig.resolve(gpu, s.layout, s.profiles), s.layout)
+    if isinstance(s, TimeSlicing):
+        return TimeSlice(s.replicas)
+    if isinstance(s, AmdPartitioning):
+        partition = gpu.amd_partition(s.profile)
+        assert partition is not None  # stacks.checks rejects a profile the GPU lacks
+        return Partition(partition)
+    return Whole()
 
 
-@dataclass(frozen=True)
-class SharingView:
-    """A stack pool as serving.gpu_config.PoolSharing: what its device plugin will advertise."""
-
-    name: str
-    gpu: GpuModel
-    vendor: Vendor
-    sharing: str
-
-
-def sharing_view(cloud: str, pool: GpuPoolSpec) -> SharingView:
-    gpu = shape_of(cloud, pool).gpu_spec
-    return SharingView(pool.name, gpu.model, gpu.vendor, sharing_label(pool))
-
-
-__all__ = ["SINGLE_PROFILE_CLOUDS", "SharingView", "mig_layout", "selectable_mig_profiles", "shape_of",
-           "sharing_label", "sharing_view"]
+__all__ = ["SINGLE_PROFILE_CLOUDS", "aks_mig_profile", "selectable_mig_profiles", "shape_of",
+           "stated_sharing"]

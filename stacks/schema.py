@@ -178,9 +178,33 @@ class RegistriesSpec(_Spec):
     weights_versions_kept: int = Field(default=3, ge=1)
 
 
+class TierDefinition(_Spec):
+    """An SLO tier of this stack: a new tier (give at least `ttft_ms` and `tpot_ms`) or an override
+    of a built-in one (interactive, standard, batch), whose unstated fields keep their values."""
+
+    ttft_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
+        "Time to first token the tier promises at `percentile`, in milliseconds."))
+    tpot_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
+        "Time per output token the tier promises at `percentile`, in milliseconds."))
+    percentile: float | None = Field(default=None, ge=50, le=99.9, allow_inf_nan=False, description=(
+        "The percentile both latency targets hold at (default 99)."))
+    availability: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False, description=(
+        "Share of requests that must succeed within the targets over 30 days (default 0.995); "
+        "one minus it is the error budget."))
+    burst_headroom: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False, description=(
+        "Capacity held above peak for bursts the autoscaler has not caught up with, as a share of "
+        "peak (default 0.2)."))
+    allows_time_slicing: bool | None = Field(default=None, description=(
+        "Whether models of this tier may run on time-sliced GPUs, which share SMs with no isolation "
+        "(default false for new tiers)."))
+
+
 class StackSpec(_Spec):
     environment: Literal["dev", "staging", "prod"]
     default_tier: str = "standard"
+    tiers: dict[Name, TierDefinition] = Field(default_factory=dict, description=(
+        "SLO tiers this stack adds or overrides, by name; the built-in tiers are interactive, "
+        "standard and batch."))
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.33"
     regions: list[RegionSpec] = Field(min_length=1)
     registries: RegistriesSpec = RegistriesSpec()
@@ -210,6 +234,7 @@ __all__ = [
     "StackSpec",
     "SystemPoolSpec",
     "TenantSpec",
+    "TierDefinition",
     "TimeSlicing",
     "TokenMix",
     "WholeGpu",

@@ -11,8 +11,8 @@ import yaml
 from rtip import offline
 from rtip.offline import Record
 from rtip.stackfile import PROJECT_DIR, load
-from stacks.layout import resolve
 from stacks.loader import load_spec
+from stacks.plan import Plan
 from stacks.schema import StackSpec
 
 # Upstream CRDs, traces and FACTS.md live in `shared/` beside the checkout (README, Tests).
@@ -39,10 +39,11 @@ def spec_of(stack: str) -> StackSpec:
     return load_spec(config.platform, config.source)
 
 
-@cache
-def built_spec_of(stack: str) -> StackSpec:
-    """The stack as the clusters are built from it: planned pools resolved (stacks.layout)."""
-    return resolve(spec_of(stack))
+def plan_of(stack: str) -> Plan:
+    """The plan the program built the stack's resources from (stacks.plan, read off the record)."""
+    plan = record_of(stack).plan
+    assert isinstance(plan, Plan)
+    return plan
 
 
 def stack_doc(stack: str) -> dict:

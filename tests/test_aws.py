@@ -10,7 +10,7 @@ from ipaddress import ip_network
 import pytest
 import yaml
 
-from components.aws_network import subnet_plan
+from components.aws.network import subnet_plan
 from components.gpu_pools import NVME_PATH
 from components.platform import CLUSTERS
 from serving.hardware import Cloud

@@ -9,9 +9,9 @@ from ipaddress import ip_network
 import pytest
 from pulumi.runtime.sync_await import _sync_await
 
-from components.azure import AKS_AAD_SERVER_ID, kubeconfig
-from components.azure_network import DNS_SERVICE_IP, POD_CIDR, SERVICE_CIDR, address_plan
-from components.azure_nodes import EPHEMERAL_OS_CAPACITY_GIB, GPU_INSTANCE_PROFILE, os_disk_gib
+from components.azure.cluster import AKS_AAD_SERVER_ID, kubeconfig
+from components.azure.network import DNS_SERVICE_IP, POD_CIDR, SERVICE_CIDR, address_plan
+from components.azure.nodes import EPHEMERAL_OS_CAPACITY_GIB, GPU_INSTANCE_PROFILE, os_disk_gib
 from components.gpu_pools import NVME_PATH
 from rtip import offline
 from rtip.cli import main

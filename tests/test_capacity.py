@@ -30,11 +30,11 @@ def test_operating_point_meets_the_tier_at_the_largest_batch() -> None:
     tier = TIERS[Tier.STANDARD]
     prof = profile(LLAMA_8B, H100, Quantization.FP8)
     cap = replica_capacity(LLAMA_8B, prof, tier, 1155, 211)
-    assert cap.ttft_p99_s <= tier.ttft_p99_ms / 1000 + 1e-9
-    assert cap.tpot_p99_s <= tier.tpot_p99_ms / 1000 + 1e-9
+    assert cap.ttft_tail_s <= tier.ttft_ms / 1000 + 1e-9
+    assert cap.tpot_tail_s <= tier.tpot_ms / 1000 + 1e-9
     # One more sequence would break TPOT (or the batch is already at vLLM's cap).
     share = cap.qps * prof.prefill_s(1155)
-    assert cap.batch == 256 or prof.tpot_s(cap.batch + 1) / (1 - share) > tier.tpot_p99_ms / 1000
+    assert cap.batch == 256 or prof.tpot_s(cap.batch + 1) / (1 - share) > tier.tpot_ms / 1000
     assert cap.output_tokens_per_s == pytest.approx(cap.qps * 211)
     assert cap.memory_needed_gb <= H100.memory_gb * GPU_MEMORY_UTILIZATION
 
@@ -50,7 +50,7 @@ def test_latency_limited_rate_is_below_saturation() -> None:
     # Saturated throughput would be batch / service time; the TTFT bound must leave queueing room.
     prof = profile(LLAMA_8B, H100, Quantization.FP8)
     cap = replica_capacity(LLAMA_8B, prof, TIERS[Tier.INTERACTIVE], 1155, 211)
-    saturated = cap.batch / (prof.prefill_s(1155) + 211 * cap.tpot_p99_s)
+    saturated = cap.batch / (prof.prefill_s(1155) + 211 * cap.tpot_tail_s)
     assert cap.qps < saturated
 
 
@@ -111,6 +111,6 @@ def test_no_operating_point_exceeds_memory_or_tier(card, gpu, tier, tokens_in, t
     except (DoesNotFit, TierUnmeetable):
         return
     assert cap.memory_needed_gb <= kind.memory_gb * GPU_MEMORY_UTILIZATION + 1e-6
-    assert cap.ttft_p99_s <= tier.ttft_p99_ms / 1000 + 1e-9
-    assert cap.tpot_p99_s <= tier.tpot_p99_ms / 1000 + 1e-9
+    assert cap.ttft_tail_s <= tier.ttft_ms / 1000 + 1e-9
+    assert cap.tpot_tail_s <= tier.tpot_ms / 1000 + 1e-9
     assert cap.batch >= 1 and cap.qps > 0

@@ -17,7 +17,7 @@ import yaml
 
 from components.addons_gpu import MIG_CONFIG_FILE, MIG_CONFIGMAP, NVIDIA_ON
 from components.contract import ClusterFacts, PoolFacts, Taint
-from components.identity_azure import USE_LABEL
+from components.azure.identity import USE_LABEL
 from components.models import NEEDS, ModelDeployment, prometheus_address, targets
 from rtip import offline
 from rtip.offline import Record, Resource

@@ -7,8 +7,8 @@ from ipaddress import ip_network
 
 import pytest
 
-from components.gcp_network import address_plan
-from components.gcp_nodes import NODE_ROLES, account_id
+from components.gcp.network import address_plan
+from components.gcp.nodes import NODE_ROLES, account_id
 from components.gpu_pools import NVME_PATH
 from rtip import offline
 from rtip.cli import main

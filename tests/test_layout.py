@@ -84,8 +84,8 @@ def _verify(spec: StackSpec) -> None:
                 assert m.replicas.per_zone_max * max(1, zones - 1) * m.capacity.qps >= demand.peak_qps - 1e-9
             # The tier: the operating point meets its p99 targets.
             tier = TIERS[tier_of(spec, next(x for x in spec.models if x.name == m.model))]
-            assert m.capacity.ttft_p99_s * 1000 <= tier.ttft_p99_ms + 1e-6
-            assert m.capacity.tpot_p99_s * 1000 <= tier.tpot_p99_ms + 1e-6
+            assert m.capacity.ttft_tail_s * 1000 <= tier.ttft_ms + 1e-6
+            assert m.capacity.tpot_tail_s * 1000 <= tier.tpot_ms + 1e-6
 
 
 def test_every_stack_file_plans_to_a_buildable_stack(stack: str) -> None:

@@ -65,7 +65,7 @@ def _check(demands: list[ModelDemand], result) -> None:
         # Zone loss: every zone but one still serves the peak.
         zones = pools[m.pool].zones
         assert m.replicas.per_zone_max * (zones - 1) * m.capacity.qps >= d.peak_qps * (1 - 1e-9)
-        assert m.capacity.ttft_p99_s <= d.tier.ttft_p99_ms / 1000 + 1e-9
+        assert m.capacity.ttft_tail_s <= d.tier.ttft_ms / 1000 + 1e-9
         if m.slice.mode is SharingMode.TIME_SLICE:
             assert d.tier.allows_time_slicing
         if m.quantized:

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.identity_azure import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
-from components.registries_azure import (
+from components.azure.identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
+from components.azure.registries import (
     ACR_PULL,
     KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
     STORAGE_BLOB_DATA_READER,

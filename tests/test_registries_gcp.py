@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from components.registries_gcp import shared_location
+from components.gcp.registries import shared_location
 from rtip import offline
 from rtip.stackfile import load
 from stacks.naming import weights_bucket

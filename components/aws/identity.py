@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import pulumi
 import pulumi_aws as aws
 
-from components.contract import ClusterFacts, RegionStore
-from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE, model_service_account
+from components.aws.cluster import AwsCluster
+from components.aws.registries import AwsStore
+from components.identity import ModelIdentity
+from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE
 from stacks.naming import MODELS_PREFIX
 
 
@@ -26,30 +29,26 @@ def read_weights_policy(bucket_arn: str, key_arn: str | None) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": statements})
 
 
-class AwsModelIdentity(pulumi.ComponentResource):
-    def __init__(self, name: str, cluster: ClusterFacts, store: RegionStore,
-                 provider: pulumi.ProviderResource, after: list[pulumi.Resource],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("rtip:aws:ModelIdentity", name, {
-            "cluster": cluster.name, "region": store.region,
-            "serviceAccount": f"{MODELS_NAMESPACE}/{MODEL_SERVICE_ACCOUNT}"}, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=provider)
+class AwsModelIdentity(ModelIdentity[AwsCluster, AwsStore]):
+    TYPE = "rtip:aws:ModelIdentity"
+
+    def bind(self, name: str, cluster: AwsCluster, store: AwsStore) -> Mapping[str, pulumi.Input[str]] | None:
         role = aws.iam.Role(f"{name}-role", aws.iam.RoleArgs(assume_role_policy=json.dumps({
             "Version": "2012-10-17",
             "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
                            "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-        })), opts=child)
-        policy_inputs = [store.weights_scope, *([store.weights_key] if store.weights_key else [])]
+        })), opts=self.child)
+        policy_inputs = [store.bucket_arn, *([store.key_arn] if store.key_arn else [])]
         aws.iam.RolePolicy(f"{name}-weights", aws.iam.RolePolicyArgs(
             role=role.id,
             policy=pulumi.Output.all(*policy_inputs).apply(
                 lambda a: read_weights_policy(a[0], a[1] if len(a) > 1 else None)),
-        ), opts=child)
-        model_service_account(f"{name}-sa", cluster, after, self)
+        ), opts=self.child)
         aws.eks.PodIdentityAssociation(f"{name}-assoc", aws.eks.PodIdentityAssociationArgs(
-            cluster_name=cluster.native_id, namespace=MODELS_NAMESPACE,
-            service_account=MODEL_SERVICE_ACCOUNT, role_arn=role.arn), opts=child)
-        self.register_outputs({"roleArn": role.arn})
+            cluster_name=cluster.facts.native_id, namespace=MODELS_NAMESPACE,
+            service_account=MODEL_SERVICE_ACCOUNT, role_arn=role.arn), opts=self.child)
+        # EKS Pod Identity needs no annotation: the association names the service account.
+        return None
 
 
 __all__ = ["AwsModelIdentity", "read_weights_policy"]

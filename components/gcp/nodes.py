@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import pulumi
 import pulumi_gcp as gcp
 
 from components.contract import PoolFacts
-from serving.hardware import MachineShape
-from stacks.pools import mig_layout
-from stacks.schema import GpuPoolSpec, MigSharing, TimeSlicing
+from serving.sharing import Mig, TimeSlice
+from stacks.naming import gcp_account_id
 
 # Only what a node itself does: ship logs and metrics, pull images. Workloads get their own
 # identities through Workload Identity, never the node's.
@@ -30,25 +28,13 @@ SYSTEM_POOL = "system"
 TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE",
                 "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 
-_ACCOUNT_ID_MAX = 30
-
-
-def account_id(cluster: str) -> str:
-    """A service-account ID (6-30 characters) for the cluster's nodes, stable per cluster name."""
-    wanted = f"{cluster}-nodes"
-    if len(wanted) <= _ACCOUNT_ID_MAX:
-        return wanted
-    suffix = hashlib.sha256(cluster.encode()).hexdigest()[:6]
-    return f"{cluster[:_ACCOUNT_ID_MAX - len(suffix) - 1].rstrip('-')}-{suffix}"
-
-
 def node_service_account(
     name: str, project: str, opts: pulumi.ResourceOptions,
 ) -> tuple[gcp.serviceaccount.Account, list[gcp.projects.IAMMember]]:
     account = gcp.serviceaccount.Account(
         f"{name}-nodes",
         gcp.serviceaccount.AccountArgs(
-            project=project, account_id=account_id(name),
+            project=project, account_id=gcp_account_id(name, "nodes"),
             display_name=f"GKE nodes of {name}",
         ),
         opts=opts,
@@ -77,28 +63,27 @@ def _initial_per_zone(min_nodes: int, zones: int) -> int:
     return math.ceil(min_nodes / zones) if min_nodes else 0
 
 
-def mig_partition_size(shape: MachineShape, spec: GpuPoolSpec) -> str | None:
+def mig_partition_size(pool: PoolFacts) -> str | None:
     """The one MIG profile GKE cuts every GPU of the pool into; None for non-MIG pools."""
-    if not isinstance(spec.sharing, MigSharing):
+    if not isinstance(pool.sharing, Mig):
         return None
-    used = [p for p, n in mig_layout(shape.gpu_spec, spec).items() if n]
-    if len(used) != 1:  # checks.py rejects mixed layouts on GKE before any resource exists
-        raise ValueError(f"GKE pool {spec.name} needs a single-profile MIG layout, got {used}")
-    return used[0]
+    profile = pool.sharing.single_profile
+    if profile is None:  # the planner and stacks.checks give GKE single-profile layouts only
+        raise ValueError(f"GKE pool {pool.name} needs a single-profile MIG layout, got "
+                         f"{pool.sharing.profiles}")
+    return profile
 
 
-def _accelerator(
-    shape: MachineShape, spec: GpuPoolSpec,
-) -> gcp.container.NodePoolNodeConfigGuestAcceleratorArgs:
+def _accelerator(pool: PoolFacts) -> gcp.container.NodePoolNodeConfigGuestAcceleratorArgs:
     sharing = None
-    if isinstance(spec.sharing, TimeSlicing):
+    if isinstance(pool.sharing, TimeSlice):
         sharing = gcp.container.NodePoolNodeConfigGuestAcceleratorGpuSharingConfigArgs(
-            gpu_sharing_strategy="TIME_SHARING", max_shared_clients_per_gpu=spec.sharing.replicas,
+            gpu_sharing_strategy="TIME_SHARING", max_shared_clients_per_gpu=pool.sharing.replicas,
         )
     return gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
-        type=shape.accelerator,
-        count=shape.gpu_count,
-        gpu_partition_size=mig_partition_size(shape, spec),
+        type=pool.shape.accelerator,
+        count=pool.gpus_per_node,
+        gpu_partition_size=mig_partition_size(pool),
         gpu_sharing_config=sharing,
         # GKE installs the driver and its device plugin itself (FACTS.md section 4).
         gpu_driver_installation_config=(
@@ -113,13 +98,11 @@ def gpu_node_pool(
     project: str,
     region: str,
     pool: PoolFacts,
-    spec: GpuPoolSpec,
-    shape: MachineShape,
     service_account: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
 ) -> gcp.container.NodePool:
-    spot = spec.capacity_type == "spot"
-    local_ssds = shape.local_nvme_gb // LOCAL_SSD_GB
+    spot = pool.spot
+    local_ssds = pool.shape.local_nvme_gb // LOCAL_SSD_GB
     return gcp.container.NodePool(
         name,
         gcp.container.NodePoolArgs(
@@ -147,7 +130,7 @@ def gpu_node_pool(
                 image_type=IMAGE_TYPE,
                 disk_type="pd-balanced",
                 disk_size_gb=GPU_BOOT_DISK_GB,
-                guest_accelerators=[_accelerator(shape, spec)],
+                guest_accelerators=[_accelerator(pool)],
                 ephemeral_storage_local_ssd_config=(
                     gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
                         local_ssd_count=local_ssds) if local_ssds else None),
@@ -221,5 +204,5 @@ def system_node_pool(
     )
 
 
-__all__ = ["NODE_ROLES", "SYSTEM_POOL", "TAINT_EFFECT", "account_id", "gpu_node_pool",
+__all__ = ["NODE_ROLES", "SYSTEM_POOL", "TAINT_EFFECT", "gpu_node_pool",
            "mig_partition_size", "node_service_account", "system_node_pool"]

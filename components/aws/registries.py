@@ -2,44 +2,52 @@
 weights bucket per region, versioned on both sides, replicated from the first region.
 
 The first AWS region of the stack is the source: images are pushed and models published there,
-and AWS copies them on (ECR replication; S3 replication with Replication Time Control in prod,
+and AWS copies them on (ECR replication; S3 replication, with Replication Time Control where the
+posture asks for a replication SLA,
 which commits to 99.99% of objects within 15 minutes).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.keys import customer_key
 from components.contract import RegionStore
 from serving.hardware import Cloud
 from stacks.naming import MODELS_PREFIX, weights_bucket, weights_root
-from stacks.schema import RegionSpec, StackSpec
+from stacks.plan import Plan, RegionPlan
+from stacks.schema import RegionSpec
 
 RTC_MINUTES = 15  # the only value S3 Replication Time Control accepts
 
 
-def _key(name: str, purpose: str, opts: pulumi.ResourceOptions) -> aws.kms.Key:
-    return aws.kms.Key(name, aws.kms.KeyArgs(description=purpose, enable_key_rotation=True,
-                                             deletion_window_in_days=30), opts=opts)
+@dataclass(frozen=True)
+class AwsStore(RegionStore):
+    bucket_arn: pulumi.Output[str]  # the region's weights bucket
+    key_arn: pulumi.Output[str] | None  # the customer key encrypting it, where the posture has one
 
 
 class AwsRegistries(pulumi.ComponentResource):
-    stores: dict[str, RegionStore]
+    stores: dict[str, AwsStore]
 
-    def __init__(self, name: str, spec: StackSpec, regions: list[RegionSpec],
-                 providers: dict[str, pulumi.ProviderResource],
+    def __init__(self, name: str, plan: Plan, region_plans: Sequence[RegionPlan],
+                 providers: Mapping[str, pulumi.ProviderResource],
                  opts: pulumi.ResourceOptions | None = None) -> None:
+        regions = [r.region for r in region_plans]
         super().__init__("rtip:aws:Registries", name, {
             "regions": [r.region for r in regions], "source": regions[0].region}, opts)
-        prod = spec.is_prod
+        spec = plan.spec
+        cmk, rtc = plan.posture.stores_customer_key, plan.posture.replication_sla
         primary = regions[0]
         popts = pulumi.ResourceOptions(parent=self, provider=providers[primary.region])
         prefix = spec.registries.name_prefix
 
-        ecr_key = _key(f"{name}-ecr", "ECR image encryption", popts) if prod else None
+        ecr_key = customer_key(f"{name}-ecr", "ECR image encryption", popts) if cmk else None
         repos = []
         for image in spec.registries.images:
             repo = aws.ecr.Repository(f"{name}-{image}", aws.ecr.RepositoryArgs(
@@ -84,7 +92,7 @@ class AwsRegistries(pulumi.ComponentResource):
         for region in regions:
             ropts = pulumi.ResourceOptions(parent=self, provider=providers[region.region])
             rname = f"{name}-{region.region}"
-            key = _key(f"{rname}-weights", f"model weights in {region.region}", ropts) if prod else None
+            key = customer_key(f"{rname}-weights", f"model weights in {region.region}", ropts) if cmk else None
             bucket = aws.s3.Bucket(f"{rname}-weights", aws.s3.BucketArgs(
                 bucket=weights_bucket(spec, region), force_destroy=False), opts=ropts)
             versioned.append(aws.s3.BucketVersioning(f"{rname}-weights", aws.s3.BucketVersioningInitArgs(
@@ -121,20 +129,19 @@ class AwsRegistries(pulumi.ComponentResource):
                         days_after_initiation=2),
                 )]), opts=ropts)
             buckets[region.region], keys[region.region] = bucket, key
-            self.stores[region.region] = RegionStore(
+            self.stores[region.region] = AwsStore(
                 cloud=Cloud.AWS, region=region.region,
                 image_registry=registry_id.apply(
                     lambda acct, r=region.region: f"{acct}.dkr.ecr.{r}.amazonaws.com/{prefix}"),
                 weights_uri=weights_root(spec, region),
-                weights_bucket=bucket.id, weights_scope=bucket.arn,
-                weights_key=key.arn if key else None,
+                bucket_arn=bucket.arn, key_arn=key.arn if key else None,
             )
         if len(regions) > 1:
-            self._replication(name, regions, buckets, keys, versioned, prod, popts)
+            self._replication(name, regions, buckets, keys, versioned, rtc, popts)
         self.register_outputs({})
 
     def _replication(self, name: str, regions: list[RegionSpec], buckets: dict[str, aws.s3.Bucket],
-                     keys: dict[str, aws.kms.Key | None], versioned: list[pulumi.Resource], prod: bool,
+                     keys: dict[str, aws.kms.Key | None], versioned: list[pulumi.Resource], rtc: bool,
                      popts: pulumi.ResourceOptions) -> None:
         source = regions[0].region
         role = aws.iam.Role(f"{name}-s3-replication", aws.iam.RoleArgs(assume_role_policy=json.dumps({
@@ -191,11 +198,11 @@ class AwsRegistries(pulumi.ComponentResource):
                     replication_time=aws.s3.BucketReplicationConfigRuleDestinationReplicationTimeArgs(
                         status="Enabled",
                         time=aws.s3.BucketReplicationConfigRuleDestinationReplicationTimeTimeArgs(
-                            minutes=RTC_MINUTES)) if prod else None,
+                            minutes=RTC_MINUTES)) if rtc else None,
                     metrics=aws.s3.BucketReplicationConfigRuleDestinationMetricsArgs(
                         status="Enabled",
                         event_threshold=aws.s3.BucketReplicationConfigRuleDestinationMetricsEventThresholdArgs(
-                            minutes=RTC_MINUTES)) if prod else None,
+                            minutes=RTC_MINUTES)) if rtc else None,
                 ),
             ))
         aws.s3.BucketReplicationConfig(f"{name}-s3-replication", aws.s3.BucketReplicationConfigArgs(
@@ -205,4 +212,4 @@ class AwsRegistries(pulumi.ComponentResource):
                 depends_on=[*versioned, grant])))
 
 
-__all__ = ["AwsRegistries"]
+__all__ = ["AwsRegistries", "AwsStore"]

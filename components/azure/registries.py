@@ -11,21 +11,29 @@ unwrap with that key and nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
 import pulumi
 from pulumi_azure_native import (
-    authorization,
     containerregistry,
-    keyvault,
-    managedidentity,
     resources,
     storage,
 )
 
-from components.azure import AzureProvider
+from components.azure.cluster import AzureProvider
+from components.azure.keys import WRAP, CustomerKey
 from components.contract import RegionStore
 from serving.hardware import Cloud
-from stacks.naming import MODELS_PREFIX, WEIGHTS_CONTAINER, storage_account, weights_root
-from stacks.schema import AzureRegion, StackSpec
+from stacks.naming import (
+    MODELS_PREFIX,
+    WEIGHTS_CONTAINER,
+    registry_name,
+    storage_account,
+    vault_name,
+    weights_root,
+)
+from stacks.plan import Plan, RegionPlan
 
 # Built-in role definition IDs are the same GUIDs in every tenant. Checked against the role
 # definitions as Azure returns them, mirrored at azure-rbac-catalog.org/roles/<guid>
@@ -33,112 +41,26 @@ from stacks.schema import AzureRegion, StackSpec
 # Crypto Service Encryption User: keys/read, wrap, unwrap, and only on RBAC-authorized vaults).
 STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
-KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER = "e147488a-f6f5-4113-8e2d-b22465e65bf6"
-
-KEY_NAME = "registries"
-KEY_ROTATION = "P90D"  # a new key version every 90 days; the versionless URI follows it
-KEY_EXPIRY = "P1Y"  # each version expires a year after creation, long after its successor exists
-SOFT_DELETE_DAYS = 90  # the maximum: a deleted vault or key stays recoverable for a quarter
 CHANGE_FEED_DAYS = 7
 DELETED_BLOB_DAYS = 7
 
 
-def role_definition(scope: pulumi.Input[str], role: str) -> pulumi.Output[str]:
-    """The subscription-qualified ID of a built-in role, in the subscription `scope` lives in.
-
-    Reading the subscription off the scope's ARM ID keeps the plan free of a client-config lookup.
-    """
-    return pulumi.Output.from_input(scope).apply(
-        lambda s: f"/{'/'.join(s.strip('/').split('/')[:2])}/providers/Microsoft.Authorization/"
-                  f"roleDefinitions/{role}")
-
-
-def grant(name: str, role: str, scope: pulumi.Input[str], principal_id: pulumi.Input[str],
-          opts: pulumi.ResourceOptions) -> authorization.RoleAssignment:
-    """One built-in role for one managed identity on exactly `scope`."""
-    return authorization.RoleAssignment(name, authorization.RoleAssignmentArgs(
-        scope=scope, role_definition_id=role_definition(scope, role), principal_id=principal_id,
-        # Without the type, ARM looks the principal up in Entra ID and can fail while a freshly
-        # created identity is still replicating there.
-        principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
-    ), opts=opts)
-
-
-def registry_name(spec: StackSpec) -> str:
-    """ACR names: 5-50 letters and digits, globally unique; the login server is `<name>.azurecr.io`."""
-    raw = f"{spec.registries.name_prefix}{spec.environment}images"
-    return "".join(c for c in raw.lower() if c.isalnum())[:50]
-
-
-def vault_name(spec: StackSpec, region: str) -> str:
-    """Key Vault names: 3-24 letters, digits and single hyphens, globally unique."""
-    return f"{spec.registries.name_prefix}-{spec.environment}-{region}-cmk"[:24].rstrip("-")
-
-
-def registry_id(store: RegionStore) -> pulumi.Output[str]:
-    """The ARM ID of the registry a store's images come from.
-
-    The registry shares its resource group and subscription with the weights accounts (this
-    module creates both there), and its name is the first label of its login server.
-    """
-    def build(args: list[str]) -> str:
-        account_id, login_server = args
-        group = account_id.split("/providers/", 1)[0]
-        return f"{group}/providers/Microsoft.ContainerRegistry/registries/{login_server.split('.')[0]}"
-    return pulumi.Output.all(store.weights_bucket, store.image_registry).apply(build)
-
-
-class _CustomerKey:
-    """Prod's encryption key and the identity the registry and storage accounts use it as."""
-
-    def __init__(self, name: str, spec: StackSpec, region: str, group: pulumi.Input[str],
-                 tags: dict[str, str], opts: pulumi.ResourceOptions) -> None:
-        prefix = spec.registries.name_prefix
-        # Keyword arguments: the Args class names the identity `resource_name`, which collides
-        # with the resource's own first parameter in the 3.29 SDK (see components/azure.py).
-        self.identity = managedidentity.UserAssignedIdentity(
-            f"{name}-cmk", resource_group_name=group, resource_name_=f"{prefix}-{spec.environment}-cmk",
-            location=region, tags=tags, opts=opts)
-        self.vault = keyvault.Vault(f"{name}-cmk", keyvault.VaultArgs(
-            resource_group_name=group, vault_name=vault_name(spec, region), location=region, tags=tags,
-            properties=keyvault.VaultPropertiesArgs(
-                # The identity lives in the subscription's own tenant, so its tenant is the vault's.
-                tenant_id=self.identity.tenant_id,
-                sku=keyvault.SkuArgs(family=keyvault.SkuFamily.A, name=keyvault.SkuName.STANDARD),
-                # Storage and ACR refuse a customer key from a vault that could be purged.
-                enable_soft_delete=True, soft_delete_retention_in_days=SOFT_DELETE_DAYS,
-                enable_purge_protection=True,
-                # Access by Azure RBAC, so a grant can name one key instead of the whole vault.
-                enable_rbac_authorization=True,
-            )), opts=opts)
-        self.key = keyvault.Key(f"{name}-cmk", keyvault.KeyArgs(
-            resource_group_name=group, vault_name=self.vault.name, key_name=KEY_NAME, tags=tags,
-            properties=keyvault.KeyPropertiesArgs(
-                # RSA 2048: the size the Storage and ACR customer-key guides use (recalled, not
-                # rechecked here).
-                kty=keyvault.JsonWebKeyType.RSA, key_size=2048,
-                key_ops=[keyvault.JsonWebKeyOperation.WRAP_KEY, keyvault.JsonWebKeyOperation.UNWRAP_KEY],
-                rotation_policy=keyvault.RotationPolicyArgs(
-                    attributes=keyvault.KeyRotationPolicyAttributesArgs(expiry_time=KEY_EXPIRY),
-                    lifetime_actions=[keyvault.LifetimeActionArgs(
-                        action=keyvault.ActionArgs(type=keyvault.KeyRotationPolicyActionType.ROTATE),
-                        trigger=keyvault.TriggerArgs(time_after_create=KEY_ROTATION))]),
-            )), opts=opts)
-        # Scoped to the key itself: the narrowest scope Key Vault RBAC has.
-        self.grant = grant(f"{name}-cmk-user", KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER, self.key.id,
-                           self.identity.principal_id, opts)
-        self.vault_uri = self.vault.properties.apply(lambda p: p.vault_uri)
+@dataclass(frozen=True)
+class AzureStore(RegionStore):
+    registry_id: pulumi.Output[str]  # the ACR every cluster's kubelet pulls from
+    weights_container: pulumi.Output[str]  # resource ID of the region's `weights` container
 
 
 class AzureRegistries(pulumi.ComponentResource):
-    stores: dict[str, RegionStore]
+    stores: dict[str, AzureStore]
 
-    def __init__(self, name: str, spec: StackSpec, regions: list[AzureRegion],
-                 providers: dict[str, AzureProvider],
+    def __init__(self, name: str, plan: Plan, region_plans: Sequence[RegionPlan],
+                 providers: Mapping[str, AzureProvider],
                  opts: pulumi.ResourceOptions | None = None) -> None:
+        regions = [r.region for r in region_plans]
         super().__init__("rtip:azure:Registries", name, {
             "regions": [r.region for r in regions], "source": regions[0].region}, opts)
-        prod = spec.is_prod
+        spec, env = plan.spec, plan.posture
         first = regions[0].region
         popts = pulumi.ResourceOptions(parent=self, provider=providers[first])
         prefix = spec.registries.name_prefix
@@ -149,7 +71,9 @@ class AzureRegistries(pulumi.ComponentResource):
         group = resources.ResourceGroup(f"{name}-rg", resources.ResourceGroupArgs(
             resource_group_name=f"{prefix}-{spec.environment}-registries", location=first, tags=tags),
             opts=popts)
-        cmk = _CustomerKey(name, spec, first, group.name, tags, popts) if prod else None
+        cmk = CustomerKey(f"{name}-cmk", vault_name(spec, first, "cmk"),
+                          f"{spec.registries.name_prefix}-{spec.environment}-cmk", WRAP, first,
+                          group.name, tags, popts) if env.stores_customer_key else None
         after_key = pulumi.ResourceOptions(depends_on=[cmk.grant] if cmk else [])
 
         acr = containerregistry.Registry(f"{name}-acr", containerregistry.RegistryArgs(
@@ -191,8 +115,8 @@ class AzureRegistries(pulumi.ComponentResource):
                 location=region.region, tags=tags,
                 kind=storage.Kind.STORAGE_V2, access_tier=storage.AccessTier.HOT,
                 # Zone-redundant in every stack; prod also keeps a geo copy in the paired region.
-                sku=storage.SkuArgs(
-                    name=storage.SkuName.STANDARD_GZRS if prod else storage.SkuName.STANDARD_ZRS),
+                sku=storage.SkuArgs(name=storage.SkuName.STANDARD_GZRS if env.replication_sla
+                                    else storage.SkuName.STANDARD_ZRS),
                 enable_https_traffic_only=True, minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
                 allow_blob_public_access=False,
                 # Entra ID only: no account keys or SAS tokens that bypass RBAC.
@@ -227,12 +151,11 @@ class AzureRegistries(pulumi.ComponentResource):
             ), opts=ropts)
             accounts[region.region] = account
             ready[region.region] = [blob_service, container]
-            self.stores[region.region] = RegionStore(
+            self.stores[region.region] = AzureStore(
                 cloud=Cloud.AZURE, region=region.region,
                 image_registry=acr.login_server,
                 weights_uri=weights_root(spec, region),
-                weights_bucket=account.id, weights_scope=container.id,
-                weights_key=cmk.key.id if cmk else None,
+                registry_id=acr.id, weights_container=container.id,
             )
         for region in regions[1:]:
             self._replicate(f"{name}-{region.region}", group.name, accounts[first], accounts[region.region],
@@ -271,5 +194,4 @@ class AzureRegistries(pulumi.ComponentResource):
             depends_on=[inbound, *ready])))
 
 
-__all__ = ["ACR_PULL", "KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER", "STORAGE_BLOB_DATA_READER",
-           "AzureRegistries", "grant", "registry_id", "registry_name", "role_definition", "vault_name"]
+__all__ = ["ACR_PULL", "STORAGE_BLOB_DATA_READER", "AzureRegistries", "AzureStore"]

@@ -54,9 +54,9 @@ def gpu_node_group(
     node_role: aws.iam.Role,
     pool: PoolFacts,
     subnet_ids: list[pulumi.Output[str]],
-    capacity_type: str,
     opts: pulumi.ResourceOptions,
 ) -> aws.eks.NodeGroup:
+    capacity_type = "SPOT" if pool.spot else "ON_DEMAND"
     user_data = nodeadm_user_data(raid0=pool.nvme_path is not None)
     template = aws.ec2.LaunchTemplate(
         f"{name}-lt",

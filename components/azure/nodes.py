@@ -6,9 +6,10 @@ import pulumi
 from pulumi_azure_native import containerservice as aks
 
 from components.contract import PoolFacts
-from serving.hardware import GpuSpec, Vendor
-from stacks.checks import AKS_SYSTEM_POOL, aks_mig_profile, aks_pool_name
-from stacks.schema import GpuPoolSpec, MigSharing
+from serving.hardware import Vendor
+from serving.sharing import Mig
+from stacks.naming import AKS_SYSTEM_POOL, aks_pool_name
+from stacks.pools import aks_mig_profile
 
 SYSTEM_POOL = AKS_SYSTEM_POOL
 SYSTEM_VM_SIZE = "Standard_D4ds_v5"
@@ -63,12 +64,12 @@ def aks_taints(pool: PoolFacts) -> list[str]:
     return [f"{t.key}={t.value}:{t.effect}" for t in pool.taints]
 
 
-def gpu_instance_profile(gpu: GpuSpec, spec: GpuPoolSpec) -> aks.GPUInstanceProfile | None:
-    if not isinstance(spec.sharing, MigSharing):
+def gpu_instance_profile(pool: PoolFacts) -> aks.GPUInstanceProfile | None:
+    if not isinstance(pool.sharing, Mig):
         return None
-    profile = aks_mig_profile(gpu, spec.sharing)
-    if profile is None:  # stacks/checks.py rejects such a pool before any resource exists
-        raise ValueError(f"pool {spec.name}: no single AKS MIG profile")
+    profile = aks_mig_profile(pool.shape.gpu_spec, pool.sharing)
+    if profile is None:  # stacks.checks and the planner give AKS selectable profiles only
+        raise ValueError(f"pool {pool.name}: no single AKS MIG profile")
     return GPU_INSTANCE_PROFILE[profile.compute_slices]
 
 
@@ -98,15 +99,13 @@ def gpu_agent_pool(
     cluster: aks.ManagedCluster,
     resource_group_name: pulumi.Input[str],
     pool: PoolFacts,
-    spec: GpuPoolSpec,
-    gpu: GpuSpec,
     kubernetes_version: str,
     subnet_id: pulumi.Input[str],
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
 ) -> aks.AgentPool:
-    spot = spec.capacity_type == "spot"
-    mig = gpu_instance_profile(gpu, spec)
+    spot = pool.spot
+    mig = gpu_instance_profile(pool)
     # Keyword arguments rather than AgentPoolArgs, whose `resource_name` (the cluster) collides
     # with the resource's own first parameter in the 3.29 SDK; the keyword form spells it
     # `resource_name_` and still rejects a misspelled argument. Nested values are typed ...Args.
@@ -132,7 +131,7 @@ def gpu_agent_pool(
         # AKS adds `kubernetes.azure.com/scalesetpriority=spot:NoSchedule` to spot nodes itself.
         node_taints=aks_taints(pool),
         gpu_instance_profile=mig,
-        gpu_profile=aks.GPUProfileArgs(driver=GPU_DRIVER[gpu.vendor]),
+        gpu_profile=aks.GPUProfileArgs(driver=GPU_DRIVER[pool.vendor]),
         scale_set_priority=aks.ScaleSetPriority.SPOT if spot else aks.ScaleSetPriority.REGULAR,
         # Spot: evicted VMs are deleted (a deallocated GPU VM still holds quota), and -1 pays
         # up to the on-demand price so eviction comes only from capacity, never from price.

@@ -1,0 +1,72 @@
+"""Environment postures: what differs between dev, staging and prod, one row each.
+
+Every component reads its environment's row instead of branching on `prod`, and applies it the
+same way on all three clouds. tests/test_posture.py walks every row through every cloud.
+
+Why each row is what it is:
+- dev is cheap and disposable: one NAT, no deletion protection, Google/AWS/Microsoft-managed keys,
+  a public API endpoint limited to the stack's listed networks, no control-plane SLA, single
+  controller replicas, short metrics retention.
+- staging rehearses prod's failure modes (a zone lost takes only its own NAT; controllers run two
+  replicas so a drain does not stop scaling; secrets are encrypted with a customer key as in prod)
+  but stays easy to tear down and reachable from the CI network.
+- prod adds deletion protection, customer keys on registries and weights stores, a private API
+  endpoint only, the paid control-plane tiers with an uptime SLA, and replication with a time
+  commitment (S3 RTC, GCS turbo replication, GZRS on Azure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Environment(StrEnum):
+    DEV = "dev"
+    STAGING = "staging"
+    PROD = "prod"
+
+
+@dataclass(frozen=True)
+class Posture:
+    environment: Environment
+    nat_per_zone: bool  # a NAT gateway in every zone (else one for the region)
+    deletion_protection: bool  # clusters refuse deletion until it is switched off
+    secrets_customer_key: bool  # Kubernetes secrets encrypted with a key the stack owns
+    stores_customer_key: bool  # registries and weights stores encrypted with keys the stack owns
+    private_api: bool  # the cluster API has a private endpoint only
+    control_plane_sla: bool  # the paid control-plane tier with an uptime SLA (AKS Standard)
+    controller_replicas: int  # replicas of cert-manager, KEDA, Prometheus, Alertmanager
+    metrics_retention_days: int  # Prometheus retention
+    replication_sla: bool  # replication with a time commitment (S3 RTC, GCS turbo, Azure GZRS)
+    stable_channel: bool  # GKE STABLE release channel (else REGULAR)
+    min_zones: int  # zones every region needs so one can be lost
+
+
+POSTURES: dict[Environment, Posture] = {
+    Environment.DEV: Posture(
+        Environment.DEV, nat_per_zone=False, deletion_protection=False,
+        secrets_customer_key=False, stores_customer_key=False, private_api=False,
+        control_plane_sla=False, controller_replicas=1, metrics_retention_days=3,
+        replication_sla=False, stable_channel=False, min_zones=1,
+    ),
+    Environment.STAGING: Posture(
+        Environment.STAGING, nat_per_zone=True, deletion_protection=False,
+        secrets_customer_key=True, stores_customer_key=False, private_api=False,
+        control_plane_sla=True, controller_replicas=2, metrics_retention_days=7,
+        replication_sla=False, stable_channel=False, min_zones=2,
+    ),
+    Environment.PROD: Posture(
+        Environment.PROD, nat_per_zone=True, deletion_protection=True,
+        secrets_customer_key=True, stores_customer_key=True, private_api=True,
+        control_plane_sla=True, controller_replicas=2, metrics_retention_days=15,
+        replication_sla=True, stable_channel=True, min_zones=2,
+    ),
+}
+
+
+def posture(environment: str) -> Posture:
+    return POSTURES[Environment(environment)]
+
+
+__all__ = ["POSTURES", "Environment", "Posture", "posture"]
