@@ -1,0 +1,23 @@
+"""Deploy-time checks over an offline record: what `pulumi up` would trip on that a plan does not.
+
+Both read only the record (rtip/offline.py), so they run unchanged for any stack:
+- kinds (kinds.py): every Kubernetes object is served on its cluster, by the cluster's Kubernetes
+  version or by a CRD a Helm release it waits for installs;
+- values (values.py): every Helm release's values name keys its pinned chart has, and pass the
+  chart's values.schema.json.
+"""
+
+from __future__ import annotations
+
+from rtip.deploycheck.findings import Finding, Severity
+from rtip.deploycheck.kinds import check_kinds
+from rtip.deploycheck.values import check_values
+from rtip.offline import Record
+
+
+def run_checks(record: Record) -> list[Finding]:
+    """All findings, kinds first, each group in record order."""
+    return [*check_kinds(record), *check_values(record)]
+
+
+__all__ = ["Finding", "Severity", "check_kinds", "check_values", "run_checks"]

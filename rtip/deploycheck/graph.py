@@ -1,0 +1,103 @@
+"""Reading a record as Kubernetes sees it: objects, their clusters and what they wait for."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rtip.offline import Record, Resource
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+# Pulumi types that are not one API object (Helm and YAML bundles, kustomizations).
+_NOT_OBJECTS = re.compile(r"kubernetes:(helm\.sh|yaml|kustomize)(/v\d+)?:")
+_OBJECT = re.compile(r"kubernetes:([^:/]+)/([^:/]+):([A-Za-z0-9]+)")
+
+
+@dataclass(frozen=True)
+class ApiKind:
+    group: str  # "" for the core group
+    version: str
+    kind: str
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def __str__(self) -> str:
+        return f"{self.group_version} {self.kind}"
+
+
+def api_kind(resource: Resource) -> ApiKind | None:
+    """The object's group, version and kind; None for what is not one Kubernetes object."""
+    if not resource.custom or _NOT_OBJECTS.match(resource.type):
+        return None
+    m = _OBJECT.fullmatch(resource.type)
+    if m is None:
+        return None
+    group = "" if m.group(1) == "core" else m.group(1)
+    return ApiKind(group, m.group(2), m.group(3))
+
+
+def object_name(resource: Resource) -> str:
+    """metadata.name as the object will have it, else the Pulumi name."""
+    meta = resource.inputs.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return str(name) if name else resource.name
+
+
+def cluster_of(record: Record, resource: Resource) -> Resource | None:
+    """The cluster component that owns the resource's provider (as rtip/render.py finds it)."""
+    if resource.provider is None:
+        return None
+    # A provider reference is `<urn>::<id>` on the wire; the record keeps the URN.
+    urn = resource.provider
+    try:
+        provider = record.get(urn)
+    except KeyError:
+        return None
+    for ancestor in record.ancestors(provider):
+        if ancestor.type.startswith("rtip:") and ancestor.type.endswith(":Cluster"):
+            return ancestor
+    return None
+
+
+def waits_for(record: Record, resource: Resource) -> set[str]:
+    """URNs of everything `resource` is created after: its dependencies, theirs, and the
+    dependencies of its ancestors; depending on a component means waiting for all its children."""
+    index = {r.urn: r for r in record.resources}
+    done: set[str] = set()
+    seen_nodes: set[str] = set()
+    stack = [resource.urn]
+    while stack:
+        urn = stack.pop()
+        if urn in seen_nodes:
+            continue
+        seen_nodes.add(urn)
+        node = index.get(urn)
+        if node is None:
+            continue
+        for dep in node.dependencies:
+            for waited in _with_descendants(record, index, dep):
+                done.add(waited)
+                stack.append(waited)
+        if node.parent:
+            done.add(node.parent)
+            stack.append(node.parent)
+    done.discard(resource.urn)
+    return done
+
+
+def _with_descendants(record: Record, index: dict[str, Resource], urn: str) -> list[str]:
+    found, todo = [urn], [urn]
+    while todo:
+        node = index.get(todo.pop())
+        if node is None or node.custom:
+            continue
+        for child in record.children(node.urn):
+            found.append(child.urn)
+            todo.append(child.urn)
+    return found
+
+
+__all__ = ["CRD_TYPE", "HELM_RELEASE", "ApiKind", "api_kind", "cluster_of", "object_name", "waits_for"]
