@@ -1,0 +1,223 @@
+"""Nodes, zones and replicas of one deployment: placement, cold starts, scale-in, zone loss.
+
+Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node autoscaler):
+- New replicas go to a zone with the fewest replicas among the zones still up (a topology spread
+  with maxSkew 1). In such a zone a node with a free slot is taken first: the replica is ready after
+  `cold_start.warm_s` (on a node still joining: when that node is up, plus the part of the full
+  budget after node readiness). Without a free slot a new node is added in that zone and the
+  replica is ready after `cold_start.full_s`.
+- Scale-in removes replicas that are still starting first (newest first), then ready ones (newest
+  first, the ReplicaSet's ranking by readiness time). A ready replica being removed stops getting
+  requests and, with `drain`, finishes what it holds before it goes.
+- A node without replicas for `node_empty_ttl_s` is removed (Karpenter consolidation).
+- A zone failure removes the zone's nodes and replicas at once; their requests are lost; the
+  ReplicaSet recreates the missing replicas in the surviving zones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from serving.simulator.config import EngineConfig, FleetConfig
+from serving.simulator.engine import Engine, SimRequest
+from serving.simulator.metrics import ReplicaMetrics
+
+STARTING, READY, DRAINING, GONE = "starting", "ready", "draining", "gone"
+
+
+@dataclass(eq=False)
+class Node:
+    nid: int
+    zone: str
+    slots: int
+    created_s: float
+    ready_s: float
+    replicas: set[int] = field(default_factory=set)
+    empty_since: float | None = None
+    gone_s: float | None = None
+
+
+class Replica:
+    __slots__ = ("created_s", "engine", "gone_s", "node", "ready_s", "rid", "state", "warm", "zone")
+
+    def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
+                 warm: bool) -> None:
+        self.rid = rid
+        self.node = node
+        self.zone = node.zone
+        self.engine = engine
+        self.created_s = created_s
+        self.ready_s = ready_s
+        self.gone_s: float | None = None
+        self.state = STARTING
+        self.warm = warm
+
+    @property
+    def load(self) -> int:
+        return len(self.engine.running) + len(self.engine.waiting)
+
+
+# Callbacks into the event loop: (time, kind, object).
+Schedule = Callable[[float, str, object], None]
+
+
+class Fleet:
+    def __init__(self, cfg: FleetConfig, engine_cfg: EngineConfig, schedule: Schedule,
+                 log_steps: bool = False) -> None:
+        self.cfg = cfg
+        self.engine_cfg = engine_cfg
+        self.schedule = schedule
+        self.log_steps = log_steps
+        self.nodes: list[Node] = []
+        self.replicas: list[Replica] = []
+        self.down_zones: set[str] = set()
+        self.routable: list[Replica] = []  # ready replicas, in creation order
+        self.spec_replicas = cfg.initial_replicas
+        self.lost: list[SimRequest] = []  # requests lost with a replica, drained by the caller
+        per_zone: dict[str, int] = {z: 0 for z in cfg.zones}
+        nodes = cfg.initial_nodes if cfg.initial_nodes is not None else \
+            -(-cfg.initial_replicas // cfg.slots_per_node)
+        for i in range(nodes):
+            self._add_node(cfg.zones[i % len(cfg.zones)], 0.0, 0.0)
+        for _ in range(cfg.initial_replicas):
+            zone = min(cfg.zones, key=lambda z: per_zone[z])
+            node = self._free_node(zone) or self._free_node(None)
+            if node is None:
+                raise AssertionError("initial nodes cannot hold the initial replicas")
+            per_zone[node.zone] += 1
+            replica = self._add_replica(node, 0.0, 0.0, warm=True)
+            self._set_ready(replica)
+
+    # -- views ---------------------------------------------------------------------------------
+    def active(self) -> list[Replica]:
+        """Replicas that count for the Deployment: starting or ready (not terminating)."""
+        return [r for r in self.replicas if r.state in (STARTING, READY)]
+
+    def count(self, state: str) -> int:
+        return sum(1 for r in self.replicas if r.state == state)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _add_node(self, zone: str, now: float, ready_s: float) -> Node:
+        node = Node(len(self.nodes), zone, self.cfg.slots_per_node, now, ready_s)
+        self.nodes.append(node)
+        return node
+
+    def _free_node(self, zone: str | None) -> Node | None:
+        best: Node | None = None
+        for node in self.nodes:
+            fits = node.gone_s is None and len(node.replicas) < node.slots
+            if fits and (zone is None or node.zone == zone) and (best is None or node.ready_s < best.ready_s):
+                    best = node
+        return best
+
+    def _add_replica(self, node: Node, now: float, ready_s: float, warm: bool) -> Replica:
+        rid = len(self.replicas)
+        engine = Engine(self.engine_cfg, ReplicaMetrics(), log_steps=self.log_steps)
+        replica = Replica(rid, node, engine, now, ready_s, warm)
+        node.replicas.add(rid)
+        node.empty_since = None
+        self.replicas.append(replica)
+        return replica
+
+    def _set_ready(self, replica: Replica) -> None:
+        replica.state = READY
+        self.routable.append(replica)
+
+    def _release(self, replica: Replica, now: float) -> None:
+        replica.state = GONE
+        replica.gone_s = now
+        node = replica.node
+        node.replicas.discard(replica.rid)
+        if not node.replicas and node.gone_s is None:
+            node.empty_since = now
+            self.schedule(now + self.cfg.node_empty_ttl_s, "node_gc", node)
+
+    def _unroute(self, replica: Replica) -> None:
+        if replica in self.routable:
+            self.routable.remove(replica)
+
+    # -- actions -------------------------------------------------------------------------------
+    def place(self, now: float) -> Replica:
+        """Start one replica (see the module's placement rule)."""
+        up = [z for z in self.cfg.zones if z not in self.down_zones]
+        if not up:
+            raise RuntimeError("every zone is down: no replica can start")
+        counts = {z: 0 for z in up}
+        for r in self.replicas:
+            if r.state in (STARTING, READY) and r.zone in counts:
+                counts[r.zone] += 1
+        fewest = min(counts.values())
+        zones = [z for z in up if counts[z] == fewest]
+        cold = self.cfg.cold_start
+        for zone in zones:
+            node = self._free_node(zone)
+            if node is not None:
+                if node.ready_s <= now:
+                    ready = now + cold.warm_s
+                else:
+                    ready = max(now + cold.warm_s, node.ready_s + cold.full_s - cold.node_ready_s)
+                replica = self._add_replica(node, now, ready, warm=True)
+                break
+        else:
+            node = self._add_node(zones[0], now, now + cold.node_ready_s)
+            replica = self._add_replica(node, now, now + cold.full_s, warm=False)
+        self.schedule(replica.ready_s, "ready", replica)
+        return replica
+
+    def on_ready(self, replica: Replica) -> bool:
+        if replica.state != STARTING:
+            return False
+        self._set_ready(replica)
+        return True
+
+    def scale_to(self, target: int, now: float) -> None:
+        """The ReplicaSet controller: make the active replicas `target`."""
+        self.spec_replicas = target
+        active = self.active()
+        for _ in range(target - len(active)):
+            self.place(now)
+        surplus = len(active) - target
+        if surplus <= 0:
+            return
+        # Starting replicas first, newest first; then ready ones, most recently ready first.
+        starting = sorted((r for r in active if r.state == STARTING), key=lambda r: -r.created_s)
+        ready = sorted((r for r in active if r.state == READY), key=lambda r: -r.ready_s)
+        for replica in (starting + ready)[:surplus]:
+            self._unroute(replica)
+            if replica.state == STARTING or (replica.engine.idle and not replica.engine.busy):
+                self._release(replica, now)
+            elif self.cfg.drain:
+                replica.state = DRAINING
+            else:
+                self.lost.extend(replica.engine.kill())
+                self._release(replica, now)
+
+    def maybe_release(self, replica: Replica, now: float) -> None:
+        if replica.state == DRAINING and replica.engine.idle and not replica.engine.busy:
+            self._release(replica, now)
+
+    def fail_zone(self, zone: str, now: float) -> list[Replica]:
+        """Lose `zone`: its nodes and replicas vanish; returns the replicas lost."""
+        self.down_zones.add(zone)
+        lost: list[Replica] = []
+        for replica in self.replicas:
+            if replica.zone == zone and replica.state != GONE:
+                self._unroute(replica)
+                self.lost.extend(replica.engine.kill())
+                replica.state = GONE
+                replica.gone_s = now
+                replica.node.replicas.discard(replica.rid)
+                lost.append(replica)
+        for node in self.nodes:
+            if node.zone == zone and node.gone_s is None:
+                node.gone_s = now
+        return lost
+
+    def node_gc(self, node: Node, now: float) -> None:
+        if node.gone_s is None and not node.replicas and node.empty_since is not None \
+                and now - node.empty_since >= self.cfg.node_empty_ttl_s - 1e-9:
+            node.gone_s = now
+
+
+__all__ = ["DRAINING", "GONE", "READY", "STARTING", "Fleet", "Node", "Replica"]

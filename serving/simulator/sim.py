@@ -1,0 +1,304 @@
+"""The event loop: a trace through a router onto the fleet's engines, with Prometheus scraping,
+the autoscaler, cold starts and zone failures.
+
+Events at the same instant run in this order: engine step ends, replicas becoming ready, zone
+failures, node clean-up, arrivals, scrapes, autoscaler decisions, time-series samples. So a
+scrape sees the steps that ended at its instant, and an autoscaler sees the scrape of its instant.
+
+Requests that arrive while no replica is ready fail at once (the gateway answers 503); a prompt
+that does not fit `max_model_len` is rejected (vLLM answers 400), and an output is cut at the
+context limit (vLLM stops the request with finish reason "length").
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from serving.simulator.config import EngineConfig, FleetConfig, Targets, ZoneFailure
+from serving.simulator.engine import SimRequest
+from serving.simulator.fleet import DRAINING, GONE, READY, STARTING, Fleet, Node, Replica
+from serving.simulator.policies import Autoscaler, StaticPolicy
+from serving.simulator.promql import Store
+from serving.simulator.results import ReplicaStart, SimResult
+from serving.simulator.router import Router, make_router
+from serving.simulator.traces import Trace
+
+_PRIO = {"step": 0, "ready": 1, "zone": 2, "node_gc": 3, "arrival": 4, "scrape": 5, "autoscale": 6,
+         "sample": 7}
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    engine: EngineConfig
+    fleet: FleetConfig
+    targets: Targets
+    scrape_interval_s: float = 15.0  # the PodMonitor interval (deployments.py: as often as KEDA polls)
+    sample_interval_s: float = 5.0
+    zone_failures: tuple[ZoneFailure, ...] = ()
+    metric_outages: tuple[tuple[float, float], ...] = ()  # [start, end) windows Prometheus cannot answer
+    model_name: str = "model"
+    namespace: str = "default"
+    end_s: float | None = None  # stop here; None: when every request is served
+    log_steps: bool = False
+
+    def __post_init__(self) -> None:
+        if self.scrape_interval_s <= 0 or self.sample_interval_s <= 0:
+            raise ValueError("SimConfig expects positive scrape_interval_s and sample_interval_s")
+        for failure in self.zone_failures:
+            if failure.zone not in self.fleet.zones:
+                raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones}")
+        for start, end in self.metric_outages:
+            if not start < end:
+                raise ValueError(f"metric outage window must have start < end, got {(start, end)}")
+
+
+class Simulation:
+    """One run. Also the `FleetView` the autoscaler reads."""
+
+    def __init__(self, trace: Trace, cfg: SimConfig, router: Router | str = "least-loaded",
+                 autoscaler: Autoscaler | None = None) -> None:
+        self.trace = trace
+        self.cfg = cfg
+        self.router = make_router(router) if isinstance(router, str) else router
+        self.autoscaler = autoscaler or StaticPolicy(cfg.fleet.initial_replicas)
+        self.store = Store()
+        self._heap: list[tuple[float, int, int, str, object, int]] = []
+        self._seq = 0
+        self.fleet = Fleet(cfg.fleet, cfg.engine, self._schedule, log_steps=cfg.log_steps)
+        self.requests: list[SimRequest] = []
+        self._outstanding = 0
+        self._scale_events: list[tuple[float, int, int]] = []
+        self._last_busy: dict[int, tuple[float, float]] = {}  # rid -> (time, busy_s) at last scrape
+        self._util_mark: dict[int, tuple[float, float]] = {}  # the same, at the last autoscaler read
+        self._stale_marked: set[int] = set()
+        self._series: dict[str, list[float]] = {k: [] for k in (
+            "t", "ready", "starting", "draining", "waiting", "running", "kv_usage", "gpu_util")}
+        self._sample_busy: dict[int, float] = {}
+        self.now = 0.0
+
+    # -- FleetView -----------------------------------------------------------------------------
+    @property
+    def spec_replicas(self) -> int:
+        return self.fleet.spec_replicas
+
+    @property
+    def status_replicas(self) -> int:
+        return len(self.fleet.active())
+
+    @property
+    def ready_replicas(self) -> int:
+        return len(self.fleet.routable)
+
+    def metrics_available(self, now: float) -> bool:
+        return not any(start <= now < end for start, end in self.cfg.metric_outages)
+
+    def ready_loads(self) -> list[int]:
+        return [r.load for r in self.fleet.routable]
+
+    def ready_gpu_utilization(self, now: float, window_s: float) -> list[float]:
+        utils = []
+        for r in self.fleet.routable:
+            r.engine.advance(now)
+            busy = r.engine.metrics.busy_s
+            t0, b0 = self._util_mark.get(r.rid, (max(r.ready_s, now - window_s), busy))
+            utils.append(min(1.0, (busy - b0) / (now - t0)) if now > t0 else 0.0)
+            self._util_mark[r.rid] = (now, busy)
+        return utils
+
+    # -- events --------------------------------------------------------------------------------
+    def _schedule(self, t: float, kind: str, obj: object, gen: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, _PRIO[kind], self._seq, kind, obj, gen))
+
+    def _fail(self, reqs: list[SimRequest], now: float) -> None:
+        for r in reqs:
+            if not r.failed and r.done < 0:
+                r.failed = True
+                r.done = now
+                self._outstanding -= 1
+
+    def _after_step(self, replica: Replica, t_next: float | None) -> None:
+        engine = replica.engine
+        if engine.finished:
+            self._outstanding -= len(engine.finished)
+            engine.finished.clear()
+        if t_next is not None:
+            self._schedule(t_next, "step", replica, engine.gen)
+        elif replica.state == DRAINING:
+            self.fleet.maybe_release(replica, self.now)
+
+    def _arrive(self, i: int, now: float) -> None:
+        tr = self.trace
+        limit = self.cfg.engine.context_limit
+        prompt = int(tr.prompt_tokens[i])
+        req = SimRequest(i, now, prompt, max(1, min(int(tr.output_tokens[i]), limit - prompt)),
+                         int(tr.prefix_group[i]), int(tr.prefix_tokens[i]))
+        self.requests.append(req)
+        self._outstanding += 1
+        routable = self.fleet.routable
+        if prompt >= limit or not routable:
+            self._fail([req], now)
+            return
+        replica: Replica = self.router.choose(req, routable)  # type: ignore[assignment]
+        req.replica = replica.rid
+        t_next = replica.engine.submit(req, now)
+        if t_next is not None:
+            self._schedule(t_next, "step", replica, replica.engine.gen)
+
+    def _scrape(self, now: float) -> None:
+        base = (("model_name", self.cfg.model_name), ("namespace", self.cfg.namespace))
+        interval = self.cfg.scrape_interval_s
+        for r in self.fleet.replicas:
+            if r.state == GONE:
+                if r.rid not in self._stale_marked:
+                    self.store.mark_stale(now, "pod", self._pod(r))
+                    self._stale_marked.add(r.rid)
+                continue
+            if r.state not in (READY, DRAINING):
+                continue
+            engine = r.engine
+            engine.advance(now)
+            busy = engine.metrics.busy_s
+            t0, b0 = self._last_busy.get(r.rid, (max(r.ready_s, now - interval), busy))
+            util = min(1.0, (busy - b0) / (now - t0)) if now > t0 else 0.0
+            self._last_busy[r.rid] = (now, busy)
+            labels = (*base, ("pod", self._pod(r)), ("zone", r.zone))
+            for name, extra, value in engine.metrics.samples(len(engine.running), len(engine.waiting),
+                                                              engine.kv.usage, util):
+                self.store.add(now, name, labels + extra if extra else labels, value)
+
+    def _pod(self, r: Replica) -> str:
+        return f"{self.cfg.model_name}-predictor-{r.rid}"
+
+    def _autoscale(self, now: float) -> None:
+        desired = self.autoscaler.decide(now, self)
+        if desired != self.fleet.spec_replicas:
+            self._scale_events.append((now, self.fleet.spec_replicas, desired))
+            self.fleet.scale_to(desired, now)
+        self._flush_lost(now)
+
+    def _flush_lost(self, now: float) -> None:
+        if self.fleet.lost:
+            self._fail(self.fleet.lost, now)
+            self.fleet.lost.clear()
+
+    def _sample(self, now: float) -> None:
+        s = self._series
+        ready = [r for r in self.fleet.replicas if r.state in (READY, DRAINING)]
+        s["t"].append(now)
+        s["ready"].append(self.fleet.count(READY))
+        s["starting"].append(self.fleet.count(STARTING))
+        s["draining"].append(self.fleet.count(DRAINING))
+        s["waiting"].append(sum(len(r.engine.waiting) for r in ready))
+        s["running"].append(sum(len(r.engine.running) for r in ready))
+        s["kv_usage"].append(sum(r.engine.kv.usage for r in ready) / len(ready) if ready else 0.0)
+        busy = 0.0
+        for r in ready:
+            r.engine.advance(now)
+            b = r.engine.metrics.busy_s
+            fresh = r.ready_s >= now - self.cfg.sample_interval_s  # ready within this interval
+            busy += b - self._sample_busy.get(r.rid, 0.0 if fresh else b)
+            self._sample_busy[r.rid] = b
+        s["gpu_util"].append(min(1.0, busy / (self.cfg.sample_interval_s * len(ready))) if ready else 0.0)
+
+    # -- run -----------------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        cfg = self.cfg
+        arrivals = self.trace.arrival_s.tolist()
+        n = len(arrivals)
+        self._schedule(0.0, "scrape", None)
+        if math.isfinite(self.autoscaler.interval_s):
+            self._schedule(0.0, "autoscale", None)
+        self._schedule(0.0, "sample", None)
+        for failure in cfg.zone_failures:
+            self._schedule(failure.at_s, "zone", failure.zone)
+        end_s = cfg.end_s if cfg.end_s is not None else math.inf
+        i = 0
+        heap = self._heap
+        arrival_prio = _PRIO["arrival"]
+        while True:
+            next_arrival = arrivals[i] if i < n else math.inf
+            if heap and (heap[0][0], heap[0][1]) < (next_arrival, arrival_prio):
+                t, _, _, kind, obj, gen = heapq.heappop(heap)
+                if t > end_s:
+                    break
+                self.now = t
+                if kind == "step":
+                    replica: Replica = obj  # type: ignore[assignment]
+                    if replica.state != GONE and gen == replica.engine.gen:
+                        self._after_step(replica, replica.engine.on_step_end(t))
+                elif kind == "ready":
+                    self.fleet.on_ready(obj)  # type: ignore[arg-type]
+                elif kind == "zone":
+                    self.fleet.fail_zone(obj, t)  # type: ignore[arg-type]
+                    self._flush_lost(t)
+                    self.fleet.scale_to(self.fleet.spec_replicas, t)
+                elif kind == "node_gc":
+                    node: Node = obj  # type: ignore[assignment]
+                    self.fleet.node_gc(node, t)
+                else:
+                    if i >= n and self._outstanding == 0 and cfg.end_s is None:
+                        break
+                    if kind == "scrape":
+                        self._scrape(t)
+                        self._schedule(t + cfg.scrape_interval_s, "scrape", None)
+                    elif kind == "autoscale":
+                        self._autoscale(t)
+                        self._schedule(t + self.autoscaler.interval_s, "autoscale", None)
+                    else:
+                        self._sample(t)
+                        self._schedule(t + cfg.sample_interval_s, "sample", None)
+            elif i < n:
+                if next_arrival > end_s:
+                    break
+                self.now = next_arrival
+                self._arrive(i, next_arrival)
+                i += 1
+            else:
+                break
+        self._fail([r for r in self.requests if r.done < 0], self.now)  # cut off by end_s
+        return self._result(self.now)
+
+    def _result(self, end: float) -> SimResult:
+        reqs = self.requests
+        ok = np.array([not r.failed for r in reqs], dtype=bool)
+        arrival = np.array([r.arrival for r in reqs], dtype=float)
+        first = np.array([r.first_token for r in reqs], dtype=float)
+        last = np.array([r.last_token for r in reqs], dtype=float)
+        out = np.array([r.out for r in reqs], dtype=float)
+        done = np.array([r.done for r in reqs], dtype=float)
+        nan = np.full(len(reqs), np.nan)
+        ttft = np.where(ok, first - arrival, nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(ok & (out > 1), (last - first) / (out - 1), nan)
+        e2e = np.where(ok, done - arrival, nan)
+        fleet = self.fleet
+        gpus_per_slot = self.cfg.fleet.gpus_per_node / self.cfg.fleet.slots_per_node
+        node_hours = sum(((nd.gone_s if nd.gone_s is not None else end) - nd.created_s)
+                         for nd in fleet.nodes) * self.cfg.fleet.gpus_per_node / 3600
+        replica_hours = sum(((r.gone_s if r.gone_s is not None else end) - r.created_s)
+                            for r in fleet.replicas) * gpus_per_slot / 3600
+        starts = [ReplicaStart(r.rid, r.zone, r.created_s, r.ready_s, r.warm) for r in fleet.replicas
+                  if r.state != STARTING and r.ready_s <= (r.gone_s if r.gone_s is not None else end)]
+        return SimResult(
+            targets=self.cfg.targets, arrival_s=arrival, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, ok=ok,
+            replica=np.array([r.replica for r in reqs], dtype=int),
+            preemptions=np.array([r.preemptions for r in reqs], dtype=int),
+            series={k: np.asarray(v, dtype=float) for k, v in self._series.items()},
+            scale_events=self._scale_events, starts=starts, gpu_hours=node_hours,
+            replica_gpu_hours=replica_hours, end_s=end,
+            extra={"autoscaler_history": getattr(self.autoscaler, "history", None)},
+        )
+
+
+def simulate(trace: Trace, cfg: SimConfig, router: Router | str = "least-loaded",
+             autoscaler: Autoscaler | None = None) -> SimResult:
+    """Run `trace` through one deployment; see `Simulation`."""
+    return Simulation(trace, cfg, router, autoscaler).run()
+
+
+__all__ = ["SimConfig", "Simulation", "simulate"]
