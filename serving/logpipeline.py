@@ -14,8 +14,8 @@ What gets logged, and where (vLLM v0.11)
 
 Pipeline
   A DaemonSet collector (chart `opentelemetry-collector` 0.170.0, contrib distribution: it is the one that
-  has filelog + transform + the AWS/GCP/Azure log exporters) tails `/var/log/pods/<models
-  namespace>_*/*/*.log` (every container of the models namespace), parses the CRI envelope, then runs ONE
+  has filelog + transform + the AWS/GCP/Azure log exporters) tails
+  `/var/log/pods/<models-namespace>_*/*/*.log` (every container of the models namespace), parses the CRI envelope, then runs ONE
   pipeline: `filelog -> transform/redact -> memory_limiter -> batch -> <cloud exporter>`. `transform/redact`
   holds one `replace_pattern` on the log body and one `replace_all_patterns` over every log attribute value
   per rule of `serving.redaction.RULES`, in table order, with `error_mode: propagate` (a statement that
