@@ -15,14 +15,14 @@ What gets logged, and where (vLLM v0.11)
 Pipeline
   A DaemonSet collector (chart `opentelemetry-collector` 0.170.0, contrib distribution: it is the one that
   has filelog + transform + the AWS/GCP/Azure log exporters) tails
-  `/var/log/pods/<models-namespace>_*/*/*.log` (every container of the models namespace), parses the CRI envelope, then runs ONE
-  pipeline: `filelog -> transform/redact -> memory_limiter -> batch -> <cloud exporter>`. `transform/redact`
-  holds one `replace_pattern` on the log body and one `replace_all_patterns` over every log attribute value
-  per rule of `serving.redaction.RULES`, in table order, with `error_mode: propagate` (a statement that
-  fails drops the batch instead of exporting it unredacted). There is no OTLP receiver and no other
-  pipeline, so nothing reaches an exporter without passing the redaction first. The collector cannot run the
-  table's validators (Luhn, mod-97, ...): it redacts every pattern match, a superset of the Python side (see
-  `serving.redaction`).
+  `/var/log/pods/<models-namespace>_*/*/*.log` (every container of the models namespace), parses the CRI
+  envelope, then runs ONE pipeline: `filelog -> transform/redact -> memory_limiter -> batch -> <cloud
+  exporter>`. `transform/redact` holds one `replace_pattern` on the log body and one `replace_all_patterns`
+  over every log attribute value per rule of `serving.redaction.RULES`, in table order, with `error_mode:
+  propagate` (a statement that fails drops the batch instead of exporting it unredacted). There is no OTLP
+  receiver and no other pipeline, so nothing reaches an exporter without passing the redaction first. The
+  collector cannot run the table's validators (Luhn, mod-97, ...): it redacts every pattern match, a
+  superset of the Python side (see `serving.redaction`).
 
 `alternateConfig` is used instead of `config` so the chart's default receivers (otlp, jaeger, zipkin,
 prometheus) and their metrics/traces pipelines are not merged in; every container port is disabled.
