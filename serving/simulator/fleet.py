@@ -181,8 +181,8 @@ class Fleet:
         if surplus <= 0:
             return
         # Starting replicas first, newest first; then ready ones, most recently ready first.
-        starting = sorted((r for r in active if r.state == STARTING), key=lambda r: -r.created_s)
-        ready = sorted((r for r in active if r.state == READY), key=lambda r: -r.ready_s)
+        starting = sorted((r for r in active if r.state == STARTING), key=lambda r: (-r.created_s, -r.rid))
+        ready = sorted((r for r in active if r.state == READY), key=lambda r: (-r.ready_s, -r.rid))
         for replica in (starting + ready)[:surplus]:
             self._unroute(replica)
             if replica.state == STARTING or (replica.engine.idle and not replica.engine.busy):

@@ -1,0 +1,122 @@
+"""Routing, sizing, cold starts and zone failures in the simulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from serving.simulator import (
+    ColdStartSpec,
+    EngineConfig,
+    FleetConfig,
+    SimConfig,
+    StepTime,
+    Targets,
+    Trace,
+    ZoneFailure,
+    poisson,
+    simulate,
+)
+from serving.simulator.engine import SimRequest
+from serving.simulator.fleet import READY, Fleet
+
+STEP = StepTime(0.02, 0.0001, 0.015, 0.0004)
+
+
+def _cfg(replicas: int, zones: tuple[str, ...] = ("a", "b"), max_seqs: int = 16, **kw: object) -> SimConfig:
+    fleet_args = {k: kw.pop(k) for k in ("slots_per_node", "cold_start") if k in kw}
+    fleet = FleetConfig(zones=zones, initial_replicas=replicas, **fleet_args)  # type: ignore[arg-type]
+    return SimConfig(engine=EngineConfig(step=STEP, kv_blocks=40_000, max_num_seqs=max_seqs), fleet=fleet,
+                     targets=Targets(2.0, 0.1), **kw)  # type: ignore[arg-type]
+
+
+def test_least_loaded_beats_round_robin_on_a_skewed_load():
+    # Long (300-token) and short (3-token) requests alternate every 0.5 s: round robin sends every
+    # long one to replica 0, which holds 4 at a time for ~5 s each (0.8/s < 1/s offered).
+    n = 400
+    trace = Trace(np.arange(n) * 0.5, np.full(n, 100), np.where(np.arange(n) % 2 == 0, 300, 3))
+    cfg = _cfg(2, max_seqs=4)
+    rr = simulate(trace, cfg, router="round-robin")
+    ll = simulate(trace, cfg, router="least-loaded")
+    assert list(rr.replica) == [i % 2 for i in range(n)]
+    assert rr.ok.all() and ll.ok.all()
+    assert ll.percentile("ttft", 95) < rr.percentile("ttft", 95) / 5
+    assert ll.attainment > rr.attainment
+
+
+def test_an_undersized_deployment_fails_the_p99_target():
+    # One replica of batch 16: 16 / (prefill 0.07 s + 200 x tpot(16) 0.0214 s) = 3.7 req/s < 4 offered.
+    trace = poisson(4.0, 600, (500, 200), seed=2)
+    small = simulate(trace, _cfg(1))
+    big = simulate(trace, _cfg(4))
+    assert small.percentile("ttft", 99) > 2.0
+    assert small.attainment < 0.5
+    assert big.percentile("ttft", 99) <= 2.0
+    assert big.attainment > 0.99
+
+
+def test_cold_and_warm_starts_follow_node_slots():
+    cold = ColdStartSpec(full_s=700.0, warm_s=200.0, node_ready_s=400.0)
+    events: list[tuple[float, str, object]] = []
+    fleet = Fleet(FleetConfig(zones=("a",), initial_replicas=1, slots_per_node=2, cold_start=cold),
+                  EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: events.append((t, kind, obj)))
+    warm = fleet.place(10.0)  # the initial node has a free slot
+    assert warm.ready_s == 210.0 and warm.warm
+    new = fleet.place(20.0)  # no slot left: a new node, the full budget
+    assert new.ready_s == 720.0 and not new.warm
+    shared = fleet.place(30.0)  # the new node's second slot: up when the node is, then the rest
+    assert shared.ready_s == pytest.approx(20.0 + 400.0 + 300.0)
+    assert len(fleet.nodes) == 2
+
+
+def test_a_zone_failure_loses_its_in_flight_requests_and_the_fleet_recovers():
+    cold = ColdStartSpec(full_s=300.0, warm_s=60.0, node_ready_s=150.0)
+    zones = ("a", "b", "c")
+    trace = poisson(3.0, 900, (300, 100), seed=4)
+    base = simulate(trace, _cfg(3, zones, max_seqs=64, cold_start=cold))
+    hit = simulate(trace, _cfg(3, zones, max_seqs=64, cold_start=cold,
+                               zone_failures=(ZoneFailure("a", 100.0),)))
+    # Replica 0 is the one in zone a. Without the failure, the requests it held at t = 100:
+    done = base.arrival_s + base.e2e_s
+    in_flight = (base.replica == 0) & (base.arrival_s < 100.0) & (done > 100.0)
+    assert in_flight.sum() > 0
+    assert hit.failed == int(in_flight.sum())
+    assert set(hit.replica[~hit.ok]) == {0}
+    # The replacement starts at once in a surviving zone on a new node: ready after the full budget.
+    replacement = [s for s in hit.starts if s.decided_s > 0]
+    assert len(replacement) == 1
+    assert replacement[0].zone in ("b", "c")
+    assert replacement[0].ready_s == pytest.approx(400.0)
+    ready = hit.series["ready"][hit.series["t"] >= 400.0]
+    assert (ready == 3).all()
+    assert hit.ok[hit.arrival_s > 100.0].all()
+    assert not (hit.replica[hit.arrival_s > 100.0] == 0).any()  # the router stopped using it
+    # Node GPU-hours: zone a's node 0..100 s, the new node 100 s..end, two nodes throughout.
+    assert hit.gpu_hours == pytest.approx((2 * hit.end_s + 100.0 + (hit.end_s - 100.0)) / 3600)
+
+
+def test_scaled_in_replicas_drain_before_they_go():
+    fleet = Fleet(FleetConfig(zones=("a", "b"), initial_replicas=3), EngineConfig(step=STEP, kv_blocks=100),
+                  lambda t, kind, obj: None)
+    assert [r.state for r in fleet.replicas] == [READY] * 3
+    busy = fleet.replicas[2]  # the newest: the ReplicaSet removes it first
+    end = busy.engine.submit(SimRequest(0, 0.0, 50, 3), 0.0)
+    fleet.scale_to(2, 0.01)
+    assert busy.state == "draining" and busy not in fleet.routable
+    while end is not None:
+        end = busy.engine.on_step_end(end)
+    fleet.maybe_release(busy, 1.0)
+    assert busy.state == "gone" and busy.engine.finished[0].out == 3
+    fleet.scale_to(1, 2.0)  # an idle replica goes at once
+    assert fleet.replicas[1].state == "gone" and len(fleet.routable) == 1
+
+
+def test_fleet_input_errors():
+    with pytest.raises(ValueError, match="zones"):
+        FleetConfig(zones=("a", "a"), initial_replicas=1)
+    with pytest.raises(ValueError, match="warm_s"):
+        ColdStartSpec(full_s=10.0, warm_s=20.0)
+    with pytest.raises(ValueError, match="zone failure"):
+        _cfg(1, zone_failures=(ZoneFailure("z", 1.0),))
+    with pytest.raises(ValueError, match="router"):
+        simulate(Trace([0.0], [10], [2]), _cfg(1), router="random")
