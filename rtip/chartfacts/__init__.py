@@ -56,6 +56,7 @@ class ChartFacts:
     dependencies: tuple[Dependency, ...]
     defaults: Mapping[str, Any]
     has_schema: bool
+    commented: frozenset[tuple[str, ...]] = frozenset()  # keys values.yaml has only as comments
 
     @property
     def label(self) -> str:
@@ -95,7 +96,8 @@ def _load(path: Path) -> ChartFacts:
         dependencies=tuple(Dependency(d["name"], d["alias"], d["valuesKey"], d["version"],
                                       d["repository"], d["condition"], d["facts"])
                            for d in doc["dependencies"]),
-        defaults=doc["values"], has_schema=doc["schema"])
+        defaults=doc["values"], has_schema=doc["schema"],
+        commented=frozenset(tuple(k) for k in doc["commentedKeys"]))
 
 
 @cache

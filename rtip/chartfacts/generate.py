@@ -13,7 +13,7 @@ For each `<folder>/<version>/` (SOURCES.md beside it tells where each came from)
 - `dependencies`: Chart.yaml dependencies, the key their values live under, their condition and
   the facts file of the subchart when its folder is here too (`file://../<folder>`);
 - `values`: values.yaml as data (comments dropped): the key tree and the defaults conditions
-  read;
+  read; `commentedKeys`: keys values.yaml documents only as a comment (`# podAnnotations: {}`);
 - `schema`: whether values.schema.json exists; it is then copied byte for byte as
   `<folder>@<version>.values.schema.json`.
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from rtip.chartfacts.conditions import Condition, all_of, chart_condition, parse
+from rtip.chartfacts.conditions import Condition, all_of, chart_condition, lookup, parse
 
 FACTS_DIR = Path(__file__).resolve().parent
 
@@ -94,6 +94,55 @@ def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+# `# key:` then nothing, one token, a quoted string or a flow collection (prose has more words).
+_COMMENTED_KEY = re.compile(
+    r"""^( *)# ([A-Za-z_][A-Za-z0-9_-]*):(?:\s+(?:[^\s#'"{\[]\S*|"[^"]*"|'[^']*'|\{.*\}|\[.*\]))?"""
+    r"""(?:\s+#.*)?\s*$""")
+_KEY_LINE = re.compile(r"^( *)(- +)?([^\s#:'\"{\[][^:]*?|'[^']*'|\"[^\"]*\"):(?:\s+(.*))?$")
+
+
+def commented_keys(text: str, values: Any) -> list[list[str]]:
+    """Keys values.yaml documents only as a comment at a key's place (cert-manager's
+    `  # podAnnotations: {}` under `webhook:`): the chart reads them though the file sets none.
+    Only `# key:` with one space, at the indentation of the keys around it, under a map, and
+    followed by at most one value (`# Note: the chart ...` is prose)."""
+    found: list[list[str]] = []
+    stack: list[tuple[int, str | None]] = []  # (indent, key); None marks a list item
+    block: int | None = None  # indent of a key whose block scalar is being skipped
+    for line in text.splitlines():
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)
+        if block is not None:
+            if not body or indent > block:
+                continue
+            block = None
+        if not body:
+            continue
+        comment = _COMMENTED_KEY.match(line)
+        if comment:
+            parents = [k for i, k in stack if i < indent]
+            if None not in parents:
+                path = [str(k) for k in parents]
+                node = lookup(values or {}, path) if path else values
+                if isinstance(node, dict) and comment.group(2) not in node:
+                    found.append([*path, comment.group(2)])
+            continue
+        if body.startswith("#"):
+            continue
+        key = _KEY_LINE.match(line)
+        if key is None:
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if key.group(2):
+            stack.append((indent, None))
+            indent += len(key.group(2))
+        stack.append((indent, key.group(3).strip("'\"")))
+        if re.fullmatch(r"[|>][-+0-9]*(\s+#.*)?", (key.group(4) or "").strip()):
+            block = indent
+    return sorted({tuple(p): p for p in found}.values())
 
 
 def _kinds_crd_lines(kinds_txt: str) -> dict[tuple[str, str], list[tuple[str, str | None]]]:
@@ -185,6 +234,7 @@ def chart_facts(version_dir: Path) -> dict[str, Any]:
         "dependencies": deps,
         "crds": crds,
         "values": _jsonable(values) if values else {},
+        "commentedKeys": commented_keys(values_path.read_text(), values) if values_path.exists() else [],
         "schema": (version_dir / "values.schema.json").exists(),
     }
 

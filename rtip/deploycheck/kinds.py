@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtip import chartfacts
-from rtip.chartfacts import ChartFacts
+from rtip.chartfacts import ChartFacts, corekinds
 from rtip.chartfacts.conditions import describe
-from rtip.deploycheck import corekinds
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import (
     CRD_TYPE,

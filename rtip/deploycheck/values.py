@@ -1,8 +1,11 @@
 """Values keys: every Helm release's values must be values its pinned chart has.
 
 A key path is known when the chart's values.yaml has it, or when it lies under a value that
-values.yaml leaves free-form: an empty map (`nodeSelector: {}`), a null, or a list (a list is
-replaced whole, whatever its items). A value the chart gives as a scalar takes no keys under it.
+values.yaml leaves free-form: an empty map (`nodeSelector: {}`), a null, a list (a list is
+replaced whole, whatever its items), or a map of labels, annotations or node selectors. Values
+the chart passes through as a Kubernetes type (`resources`, `affinity`, `securityContext`) take
+that type's fields. A key values.yaml documents only as a comment at its place
+(`  # podAnnotations: {}`) is known too. A value the chart gives as a scalar takes no keys.
 Keys under a subchart (a Chart.yaml dependency, by name or alias) are checked against the
 subchart's own facts when its folder is vendored, else reported as not checked. Where the chart
 has a values.schema.json, the values coalesced over the defaults (what Helm validates) must pass it.
@@ -11,6 +14,7 @@ has a values.schema.json, the values coalesced over the defaults (what Helm vali
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,7 +22,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError
 
 from rtip import chartfacts
-from rtip.chartfacts import ChartFacts
+from rtip.chartfacts import ChartFacts, corekinds
 from rtip.chartfacts.conditions import coalesce
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import HELM_RELEASE, cluster_of
@@ -70,13 +74,14 @@ def check_release(record: Record, release: Resource) -> list[Finding]:
             continue
         # The subchart reads its own defaults, overridden by the parent's values.yaml section.
         sub_defaults = coalesce(dict(sub.defaults), facts.defaults.get(key) or {})
-        for message in unknown_keys(value, sub_defaults, [key]):
+        commented = sub.commented | {k[1:] for k in facts.commented if k[:1] == (key,)}
+        for message in unknown_keys(value, sub_defaults, [key], commented, 1):
             findings.append(Finding(CHECK, release.urn, f"{who}: {message} (subchart {sub.label})"))
         if sub.schema is not None:
             for message in schema_errors(sub.schema, coalesce(sub_defaults, value), [key]):
                 findings.append(Finding(CHECK, release.urn,
                                         f"{who}: {message} (subchart {sub.label} values.schema.json)"))
-    for message in unknown_keys(plain, facts.defaults, []):
+    for message in unknown_keys(plain, facts.defaults, [], facts.commented):
         findings.append(Finding(CHECK, release.urn, f"{who}: {message}"))
     if facts.schema is not None:
         for message in schema_errors(facts.schema, facts.values(values), []):
@@ -100,9 +105,23 @@ def _path(path: list[str]) -> str:
     return ".".join(path) or "(top level)"
 
 
-def unknown_keys(values: Any, defaults: Any, path: list[str]) -> Iterator[str]:
-    """Plain-words problems with `values` against the chart defaults `defaults` at `path`."""
-    if not isinstance(values, Mapping) or free_form(defaults):
+def unknown_keys(values: Any, defaults: Any, path: list[str],
+                 commented: frozenset[tuple[str, ...]] = frozenset(), skip: int = 0) -> Iterator[str]:
+    """Plain-words problems with `values` against the chart defaults `defaults` at `path`.
+    `commented` are key paths values.yaml documents only in comments (chart-relative: the first
+    `skip` elements of `path` are the subchart's key); a value under one is not checked further."""
+    if not isinstance(values, Mapping):
+        return
+    name = path[-1] if path else ""
+    kube = kube_type(name, defaults)
+    if kube is not None:
+        type_name, fields = kube
+        for key in values:
+            if key not in fields:
+                yield (f"values key {_path([*path, str(key)])} is not a field of Kubernetes {type_name}, "
+                       f"which the chart passes {name} through as ({', '.join(fields)})")
+        return
+    if free_form(defaults, name):
         return
     if not isinstance(defaults, Mapping):
         yield (f"values give a map at {_path(path)}, where values.yaml has a {_type(defaults)} "
@@ -111,22 +130,51 @@ def unknown_keys(values: Any, defaults: Any, path: list[str]) -> Iterator[str]:
     for key, value in values.items():
         here = [*path, str(key)]
         if key not in defaults:
-            if not path and key == GLOBAL:
+            if (not path and key == GLOBAL) or tuple(here[skip:]) in commented:
                 continue
             yield (f"values key {_path(here)} is not in the chart's values.yaml"
                    f"{_siblings(key, defaults, path)}")
             continue
         default = defaults[key]
         if isinstance(value, Mapping):
-            yield from unknown_keys(value, default, here)
+            yield from unknown_keys(value, default, here, commented, skip)
         elif isinstance(default, Mapping) and default and value is not None:
             yield (f"values give a {_type(value)} at {_path(here)}, where values.yaml has a map "
                    f"with keys {', '.join(sorted(default)[:8])}")
 
 
-def free_form(default: Any) -> bool:
-    """Whether values.yaml leaves the value open: an empty map, null, or a list."""
-    return default is None or isinstance(default, list) or (isinstance(default, Mapping) and not default)
+# Value names whose maps are labels, annotations or node selectors: any key is the user's own.
+_STRING_MAP = re.compile(r"(?i).*(labels|annotations|nodeselector)")
+# Value names charts pass through as a Kubernetes type (rendered with toYaml into the pod spec).
+_KUBE_TYPED = ((re.compile(r"(?i).*resources"), ("ResourceRequirements",)),
+               (re.compile(r"(?i).*affinity"), ("Affinity",)),
+               (re.compile(r"(?i)(pod)?securitycontext"), ("PodSecurityContext", "SecurityContext")),
+               (re.compile(r"(?i).+securitycontext"), ("SecurityContext",)))
+
+
+def kube_type(name: str, default: Any) -> tuple[str, list[str]] | None:
+    """(type, fields) when the value at `name` is a Kubernetes type the chart passes through:
+    its name says so and its default is null or a map of that type's fields (keda's `resources`,
+    a map of per-component requirements, is the chart's own)."""
+    for pattern, types in _KUBE_TYPED:
+        if not pattern.fullmatch(name):
+            continue
+        fields = sorted({f for t in types for f in corekinds.fields(t)})
+        if default is None or (isinstance(default, Mapping) and set(default) <= set(fields)):
+            return " or ".join(types), fields
+    return None
+
+
+def free_form(default: Any, name: str = "") -> bool:
+    """Whether values.yaml leaves the value open: an empty map, null or a list; a map of labels,
+    annotations or node selectors; a map keyed like labels (`kubernetes.io/os`)."""
+    if default is None or isinstance(default, list):
+        return True
+    if not isinstance(default, Mapping):
+        return False
+    if not default or any("/" in str(k) for k in default):
+        return True
+    return bool(_STRING_MAP.fullmatch(name)) and all(isinstance(v, str) for v in default.values())
 
 
 def _siblings(key: str, defaults: Mapping[str, Any], path: list[str]) -> str:
@@ -141,12 +189,26 @@ def _siblings(key: str, defaults: Mapping[str, Any], path: list[str]) -> str:
 
 def schema_errors(schema: dict[str, Any], values: Any, path: list[str]) -> Iterator[str]:
     """Each violation of the chart's values schema by the coalesced `values`."""
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    validator = _validator_class(schema)(schema)
     errors = sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path])
     for error in errors:
         if error.instance == SECRET_MARK:
             continue  # the record hides secret values; their real type is unknown here
         yield _schema_message(error, path)
+
+
+# Helm reads values schemas as JSON Schema draft 4 to 7 (draft 7 when `$schema` names none of
+# them, as `http://json-schema.org/schema#` does); newer drafts by their own `$schema`.
+_DRAFTS: dict[str, type[Any]] = {
+    "draft-04": jsonschema.Draft4Validator, "draft-06": jsonschema.Draft6Validator,
+    "draft-07": jsonschema.Draft7Validator, "2019-09": jsonschema.Draft201909Validator,
+    "2020-12": jsonschema.Draft202012Validator,
+}
+
+
+def _validator_class(schema: dict[str, Any]) -> type[Any]:
+    named = str(schema.get("$schema", ""))
+    return next((cls for key, cls in _DRAFTS.items() if key in named), jsonschema.Draft7Validator)
 
 
 def _schema_message(error: ValidationError, path: list[str]) -> str:

@@ -3,10 +3,11 @@
 `core_kinds.json` beside this file is derived from the OpenAPI schemas kubernetes-validate bundles
 (one folder per minor version, `kubernetes-json-schema/v<X.Y.0>-local/_definitions.json`): every
 definition with an `x-kubernetes-group-version-kind` and ObjectMeta metadata is a kind the API
-server of that version serves. `rtip plan` reads the table only; kubernetes-validate (a test
+server of that version serves. It also keeps the field names of a few pod-level types charts pass
+through (PASS_THROUGH). `rtip plan` reads the table only; kubernetes-validate (a test
 dependency) is needed only to regenerate it:
 
-    python -m rtip.deploycheck.corekinds
+    python -m rtip.chartfacts.corekinds
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 TABLE = Path(__file__).resolve().parent / "core_kinds.json"
+# Pod-level types charts pass through to Kubernetes as they are (`resources`, `affinity`, ...):
+# their field names (latest version in the table) let the values check read such a value's keys.
+PASS_THROUGH = ("Affinity", "PodSecurityContext", "ResourceRequirements", "SecurityContext")
 
 
 def derive() -> dict[str, Any]:
@@ -45,7 +49,10 @@ def derive() -> dict[str, Any]:
             for gvk in gvks:
                 served.setdefault(group_version(gvk["group"], gvk["version"]), set()).add(gvk["kind"])
         versions[f"{m.group(1)}.{m.group(2)}"] = {gv: sorted(k) for gv, k in sorted(served.items())}
+    latest = max(versions, key=lambda v: tuple(map(int, v.split("."))))
+    defs = json.loads((root / f"v{latest}.0-local" / "_definitions.json").read_text())["$defs"]
     return {
+        "fields": {t: sorted(defs[f"io.k8s.api.core.v1.{t}"]["properties"]) for t in PASS_THROUGH},
         "source": f"kubernetes-validate {__version__}: "
                   "kubernetes-json-schema/v<X.Y>.0-local/_definitions.json",
         "groups": sorted(groups),
@@ -87,6 +94,12 @@ def served(version: str) -> dict[str, list[str]] | None:
     """group/version -> kinds the API server of `version` serves; None if not in the table."""
     key = minor(version)
     found: dict[str, list[str]] | None = table()["versions"].get(key) if key else None
+    return found
+
+
+def fields(type_name: str) -> list[str]:
+    """Field names of a PASS_THROUGH Kubernetes type."""
+    found: list[str] = table()["fields"][type_name]
     return found
 
 
