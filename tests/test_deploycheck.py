@@ -233,3 +233,18 @@ def test_vendored_subchart_values_are_checked_against_the_subchart() -> None:
     [finding] = check_values(_record(_release("ip", "inferencepool", "v1.5.0", bad)))
     assert "inferenceExtension.latencyPredictor.enabeld" in finding.message
     assert "subchart inference-extension v1.5.0" in finding.message
+
+
+def test_a_crd_object_in_the_record_serves_its_kind_to_what_waits_for_it() -> None:
+    crd = _res("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "widgets", {
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "names": {"kind": "Widget"}, "scope": "Namespaced",
+                 "versions": [{"name": "v1", "served": True}, {"name": "v0", "served": False}]}})
+    waits = _object("example.com/v1", "Widget", "w", deps=(crd.urn,))
+    assert check_kinds(_record(crd, waits)) == []
+    old = _object("example.com/v0", "Widget", "old", deps=(crd.urn,))
+    eager = _object("example.com/v1", "Widget", "eager")
+    findings = {f.urn: f.message for f in run_checks(_record(crd, old, eager))}
+    assert set(findings) == {old.urn, eager.urn}
+    assert "as v1, not v0" in findings[old.urn]
+    assert "does not depend on it" in findings[eager.urn]
