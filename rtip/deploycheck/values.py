@@ -69,7 +69,7 @@ def check_release(record: Record, release: Resource) -> list[Finding]:
         sub = chartfacts.all_facts().get(dep.facts) if dep.facts else None
         if sub is None:
             findings.append(Finding(CHECK, release.urn, f"{who}: values under {key} go to subchart "
-                                    f"{dep.name} {dep.version}, whose chart is not vendored: not checked",
+                                    f"{dep.name} {dep.version}, which has no vendored facts: not checked",
                                     Severity.INFO))
             continue
         # The subchart reads its own defaults, overridden by the parent's values.yaml section.
