@@ -4,7 +4,8 @@ Pure Python (numpy, scipy); imports nothing from the Pulumi side. Modules, one p
 - `config`: frozen inputs (step-time rule, engine limits, fleet, cold start, targets);
 - `engine`: one replica as vLLM 0.11.0's V1 scheduler runs it; `kvcache`: its KV blocks;
 - `router`: round-robin, least-loaded, prefix-aware;
-- `metrics`, `promql`: the replica's vLLM metrics, a simulated Prometheus and PromQL;
+- `metrics`: the replica's vLLM metrics; `prometheus`: the simulated Prometheus's storage,
+  rate() and quantile arithmetic; `promql`: the PromQL parser and evaluator;
 - `hpa`, `policies`: the HPA algorithm, the KEDA ScaledObject and baseline autoscalers;
 - `fleet`: nodes, zones, cold starts, scale-in, zone failures;
 - `traces`: trace loaders, rescaling and generators;

@@ -1,0 +1,106 @@
+"""The simulated Prometheus's storage and the arithmetic of its two subtle functions.
+
+- `Store`: samples by metric name and label set; a target that disappears gets a staleness marker,
+  after which its series has no instant value (Prometheus's staleness handling).
+- `extrapolated_rate`: Prometheus's `extrapolatedRate` (promql/functions.go) behind `rate` and
+  `increase`: counter resets add the pre-reset value; the increase over the samples in the window is
+  extrapolated to the window's edges when the gap to an edge is under 1.1 average sample intervals
+  (else by half an interval), and a counter is not extrapolated below zero at the start.
+- `bucket_quantile`: Prometheus's `bucketQuantile` (promql/quantile.go): linear interpolation inside
+  the bucket holding rank q x count; the upper bound of the last finite bucket if the rank falls in
+  +Inf; NaN with fewer than two buckets, no +Inf bucket or no observations.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+Labels = tuple[tuple[str, str], ...]
+LOOKBACK_S = 300.0
+
+
+@dataclass(slots=True)
+class Series:
+    times: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    stale_at: float = math.inf
+
+
+class Store:
+    """Samples by metric name, then by label set."""
+
+    def __init__(self, lookback_s: float = LOOKBACK_S) -> None:
+        self.lookback_s = lookback_s
+        self._by_name: dict[str, dict[Labels, Series]] = {}
+
+    def add(self, t: float, name: str, labels: Labels, value: float) -> None:
+        series = self._by_name.setdefault(name, {}).get(labels)
+        if series is None:
+            series = self._by_name[name][labels] = Series()
+        series.times.append(t)
+        series.values.append(value)
+
+    def mark_stale(self, t: float, label: str, value: str) -> None:
+        """Every series with `label`=`value` ends at `t` (Prometheus writes a staleness marker
+        when a scrape target disappears)."""
+        for by_labels in self._by_name.values():
+            for labels, series in by_labels.items():
+                if (label, value) in labels and series.stale_at > t:
+                    series.stale_at = t
+
+    def series(self, name: str) -> dict[Labels, Series]:
+        return self._by_name.get(name, {})
+
+
+def extrapolated_rate(times: list[float], values: list[float], t: float, window: float,
+                       is_rate: bool) -> float | None:
+    if len(values) < 2:
+        return None
+    delta = values[-1] - values[0]
+    for prev, cur in pairwise(values):
+        if cur < prev:
+            delta += prev  # counter reset
+    to_start = times[0] - (t - window)
+    to_end = t - times[-1]
+    sampled = times[-1] - times[0]
+    average = sampled / (len(values) - 1)
+    if delta > 0 and values[0] >= 0:
+        to_zero = sampled * values[0] / delta
+        to_start = min(to_start, to_zero)
+    threshold = average * 1.1
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    result = delta * interval / sampled
+    return result / window if is_rate else result
+
+
+def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    if len(pairs) < 2 or pairs[-1][0] != math.inf:
+        return math.nan
+    counts = [c for _, c in pairs]
+    for i in range(1, len(counts)):  # rate() can break monotonicity slightly; Prometheus fixes it up
+        counts[i] = max(counts[i], counts[i - 1])
+    total = counts[-1]
+    if total == 0:
+        return math.nan
+    rank = q * total
+    b = bisect_left(counts, rank)
+    if b == len(pairs) - 1:
+        return pairs[-2][0]
+    if b == 0 and pairs[0][0] <= 0:
+        return pairs[0][0]
+    start = 0.0 if b == 0 else pairs[b - 1][0]
+    count = counts[b] - (counts[b - 1] if b > 0 else 0.0)
+    rank -= counts[b - 1] if b > 0 else 0.0
+    return start + (pairs[b][0] - start) * (rank / count if count else 1.0)
+
+
+__all__ = ["LOOKBACK_S", "Labels", "Series", "Store", "bucket_quantile", "extrapolated_rate"]
