@@ -8,12 +8,12 @@ lines 179-524):
   the remaining `token_budget` (initially `max_num_batched_tokens`); the loop stops when the budget
   is spent, so a long prompt is split over steps (chunked prefill).
 - When `allocate_slots` finds too few free blocks the *last* running request is popped (FCFS
-  policy, line 260 `self.running.pop()`), its blocks freed, `num_computed_tokens` reset to 0 and
+  policy, line 271 `self.running.pop()`), its blocks freed, `num_computed_tokens` reset to 0 and
   it is put back at the *head* of the waiting queue (`prepend_request`); if the victim is the
-  request being scheduled, the RUNNING loop ends (lines 250-283).
-- WAITING requests are admitted only if nothing was preempted in this step (line 330
-  `if not preempted_reqs`), while the budget lasts and `len(running) < max_num_seqs` (line 332);
-  the head of the queue that does not get its blocks blocks everyone behind it (line 455 `break`).
+  request being scheduled, the RUNNING loop ends (lines 256-293).
+- WAITING requests are admitted only if nothing was preempted in this step (line 335
+  `if not preempted_reqs`), while the budget lasts and `len(running) < max_num_seqs` (line 337);
+  the head of the queue that does not get its blocks blocks everyone behind it (line 482 `break`).
   A prefix-cache hit skips the cached full blocks (`get_computed_blocks`).
 - `num_computed_tokens` advances when the step is scheduled (`_update_after_schedule`, line 629);
   a token is sampled when a request's computed tokens reach its length, so a partial prefill chunk
