@@ -54,7 +54,8 @@ class Platform(pulumi.ComponentResource):
         stores: Mapping[str, RegionStore] = kit.stores(f"{name}-{kit.cloud}", plan, regions, providers, child)
         self.stores.update(stores)
         for region in regions:
-            cluster: KubernetesCluster = kit.cluster(region.cluster, region, plan, providers[region.name], child)
+            cluster: KubernetesCluster = kit.cluster(region.cluster, region, plan,
+                                                     providers[region.name], child)
             on_cluster = pulumi.ResourceOptions(parent=cluster)
             namespaces = ClusterNamespaces(f"{region.cluster}-ns", cluster.facts, opts=on_cluster)
             models_ns = [namespaces.namespaces[MODELS_NAMESPACE]]

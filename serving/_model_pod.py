@@ -11,8 +11,8 @@ from typing import Any
 
 from serving.coldstart import ColdStart
 from serving.hardware import MachineShape
-from serving.sharing import Partition, Sharing
 from serving.profiles import SliceKind
+from serving.sharing import Partition, Sharing
 from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
 
 VLLM_PORT = 8080

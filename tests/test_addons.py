@@ -28,7 +28,8 @@ from serving import gpu_config as gc
 from serving import manifests, mig
 from serving.charts import CHARTS, IMAGES, ChartKey, UnpinnedError, chart, image, pinned_ref
 from serving.hardware import GPUS, Cloud, GpuModel, Vendor, machine
-from tests.conftest import SHARED, STACKS, record_of, spec_of
+from serving.sharing import Partition, Whole, mig_sharing
+from tests.conftest import SHARED, STACKS, plan_of, record_of, spec_of
 
 FACTS = SHARED / "FACTS.md"
 PLATFORM_CHARTS = {ChartKey.CERT_MANAGER, ChartKey.KSERVE_CRD, ChartKey.KSERVE, ChartKey.KEDA,
@@ -65,9 +66,11 @@ def pools(record: Record, cluster: str) -> list[dict[str, Any]]:
             if owner in {a.urn for a in record.ancestors(r)}]
 
 
-def pool_view(p: dict[str, Any]) -> SimpleNamespace:
-    gpu = GpuModel(p["gpu"])
-    return SimpleNamespace(name=p["pool"], gpu=gpu, vendor=GPUS[gpu].vendor, sharing=p["sharing"],
+def pool_view(stack: str, cluster: str, p: dict[str, Any]) -> SimpleNamespace:
+    """The recorded pool's labels with the plan's typed sharing of the same pool."""
+    region = next(r for r in plan_of(stack).regions if r.cluster == cluster)
+    planned = region.pool(p["pool"])
+    return SimpleNamespace(name=p["pool"], gpu=planned.gpu, vendor=planned.vendor, sharing=planned.sharing,
                            labels=p["labels"], gpus_per_node=int(p["gpusPerNode"]))
 
 
@@ -168,7 +171,7 @@ def test_nvidia_wiring_end_to_end(stack: str, cluster: str) -> None:
     record = record_of(stack)
     cloud = cloud_of(record, cluster)
     on = NVIDIA_ON[cloud]
-    nvidia = [pool_view(p) for p in pools(record, cluster)
+    nvidia = [pool_view(stack, cluster, p) for p in pools(record, cluster)
               if GPUS[GpuModel(p["gpu"])].vendor is Vendor.NVIDIA]
     rel = releases(record, cluster)
     if not (nvidia and on.operator):
@@ -193,7 +196,7 @@ def test_nvidia_wiring_end_to_end(stack: str, cluster: str) -> None:
             assert entry[0]["devices"] == "all" and entry[0]["mig-enabled"] is True
             counts = entry[0]["mig-devices"]
             assert mig.is_valid(GPUS[pool.gpu], counts), pool.name
-            assert counts == gc.mig_layout(pool)
+            assert counts == pool.sharing.profiles
             # What a pod on this pool asks for (the ModelDeployment uses the same function).
             names = {gc.resource_name(False, nvidia, pool, p) for p in counts}
             assert names == ({"nvidia.com/gpu"} if strategy is gc.MigStrategy.SINGLE
@@ -211,7 +214,7 @@ def test_nvidia_wiring_end_to_end(stack: str, cluster: str) -> None:
             continue
         doc = yaml.safe_load(plugin.inputs["data"][key])
         assert doc["sharing"]["timeSlicing"]["resources"] == [
-            {"name": "nvidia.com/gpu", "replicas": gc.time_slice_replicas(pool)}]
+            {"name": "nvidia.com/gpu", "replicas": pool.sharing.replicas}]
 
 
 def test_stacks_exercise_mig_and_time_slicing_wiring() -> None:
@@ -256,13 +259,14 @@ def test_amd_device_config_selects_the_mi300x_nodes() -> None:
 
 
 def test_cpx_nps4_pool_gets_a_dcm_profile_its_label_selects() -> None:
+    mi300x = GPUS[GpuModel.MI300X]
     pool = SimpleNamespace(name="mi300x", gpu=GpuModel.MI300X, vendor=Vendor.AMD,
-                           sharing="partition:CPX-NPS4", gpus_per_node=8,
+                           sharing=Partition(mi300x.amd_partition("CPX-NPS4")), gpus_per_node=8,
                            labels={gc.AMD_PROFILE_LABEL: "cpx-nps4"})
     config = json.loads(gc.dcm_config_json(gc.amd_partitions([pool])))["gpu-config-profiles"]
     assert config["cpx-nps4"]["profiles"] == [
         {"computePartition": "CPX", "memoryPartition": "NPS4", "numGPUsAssigned": 8}]
-    whole = SimpleNamespace(**{**vars(pool), "sharing": "partition:SPX-NPS1"})
+    whole = SimpleNamespace(**{**vars(pool), "sharing": Partition(mi300x.amd_partition("SPX-NPS1"))})
     assert gc.amd_partitions([whole]) == {}
 
 
@@ -295,47 +299,49 @@ def test_pool_without_nvme_gets_a_note_and_no_cache() -> None:
 
 # --- MIG config from pools (pure) -------------------------------------------------------------
 
-def _mig_pool(name: str, sharing: str, gpu: GpuModel = GpuModel.H100_80GB) -> SimpleNamespace:
-    layout = sharing.removeprefix("mig:")
+def _mig_pool(name: str, layout: str | dict[str, int], gpu: GpuModel = GpuModel.H100_80GB) -> SimpleNamespace:
+    spec = GPUS[gpu]
+    sharing = (mig_sharing(spec, spec.mig_layouts[layout], layout) if isinstance(layout, str)
+               else mig_sharing(spec, layout))
     # As components/gpu_pools.config_key names them: a named layout by its name, counts by pool.
-    key = f"rtip-{name}" if "x" in layout else layout
+    key = sharing.layout or f"rtip-{name}"
     return SimpleNamespace(name=name, gpu=gpu, vendor=Vendor.NVIDIA, sharing=sharing,
                            gpus_per_node=8, labels={gc.MIG_CONFIG_LABEL: key})
 
 
 def test_custom_layout_gets_its_own_key_and_mixed_strategy() -> None:
-    custom = _mig_pool("mixed", "mig:2x1g.10gb+1x2g.20gb+1x3g.40gb")
+    custom = _mig_pool("mixed", {"1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 1})
     cfg = gc.nvidia_config([custom])
-    assert cfg.mig_layouts == {"rtip-mixed": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}
+    assert cfg.mig_layouts == {"rtip-mixed": {"1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 1}}
     assert cfg.mig_strategy is gc.MigStrategy.MIXED
     parted = gc.mig_parted_config(cfg.mig_layouts)
     assert parted["mig-configs"]["rtip-mixed"][0]["mig-devices"] == {
-        "1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+        "1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 1}
     assert parted["mig-configs"][gc.MIG_DISABLED] == [{"devices": "all", "mig-enabled": False}]
 
 
 def test_single_strategy_only_for_one_profile_everywhere() -> None:
-    one = _mig_pool("a", "mig:all-3g.40gb")
+    one = _mig_pool("a", "all-3g.40gb")
     assert gc.nvidia_config([one]).mig_strategy is gc.MigStrategy.SINGLE
     whole = SimpleNamespace(name="w", gpu=GpuModel.H100_80GB, vendor=Vendor.NVIDIA,
-                            sharing="whole", gpus_per_node=8, labels={})
+                            sharing=Whole(), gpus_per_node=8, labels={})
     assert gc.nvidia_config([one, whole]).mig_strategy is gc.MigStrategy.MIXED
     assert gc.nvidia_config([whole]).mig_strategy is None
 
 
 def test_resource_names_per_cloud_and_sharing() -> None:
-    mixed = _mig_pool("m", "mig:all-balanced")
+    mixed = _mig_pool("m", "all-balanced")
     whole = SimpleNamespace(name="w", gpu=GpuModel.H100_80GB, vendor=Vendor.NVIDIA,
-                            sharing="whole", gpus_per_node=8, labels={})
+                            sharing=Whole(), gpus_per_node=8, labels={})
     assert gc.resource_name(False, [mixed, whole], mixed, "3g.40gb") == "nvidia.com/mig-3g.40gb"
     assert gc.resource_name(True, [mixed, whole], mixed, "3g.40gb") == "nvidia.com/gpu"
     assert gc.resource_name(False, [mixed, whole], whole) == "nvidia.com/gpu"
     with pytest.raises(ValueError, match=r"pool m: MIG profile '7g\.80gb'"):
         gc.resource_name(False, [mixed], mixed, "7g.80gb")
     cpx = SimpleNamespace(name="a", gpu=GpuModel.MI300X, vendor=Vendor.AMD, gpus_per_node=8,
-                          sharing="partition:CPX-NPS4", labels={})
+                          sharing=Partition(GPUS[GpuModel.MI300X].amd_partition("CPX-NPS4")), labels={})
     assert gc.resource_name(False, [cpx], cpx) == "amd.com/cpx_nps4"
-    assert gc.resource_name(False, [cpx], SimpleNamespace(**{**vars(cpx), "sharing": "whole"})) \
+    assert gc.resource_name(False, [cpx], SimpleNamespace(**{**vars(cpx), "sharing": Whole()})) \
         == "amd.com/gpu"
 
 
@@ -358,11 +364,10 @@ def test_addon_core_objects_validate_strictly(stack: str) -> None:
         kubernetes_validate.validate(manifest(r), version, strict=True)
 
 
-def test_impossible_layout_names_the_pool() -> None:
-    # FACTS.md section 5: a public A100-80 layout needed 9 memory slices.
-    bad = _mig_pool("bad", "mig:1x3g.40gb+2x2g.20gb+1x1g.10gb")
-    with pytest.raises(ValueError, match="pool bad"):
-        gc.nvidia_config([bad])
+def test_impossible_layout_is_refused() -> None:
+    # FACTS.md section 5: a public A100-80 layout needed 9 memory slices (4 + 2 x 2 + 1).
+    with pytest.raises(ValueError, match="does not fit one"):
+        _mig_pool("bad", {"3g.40gb": 1, "2g.20gb": 2, "1g.10gb": 1})
 
 
 _H100 = [p.name for p in GPUS[GpuModel.H100_80GB].mig_profiles]
@@ -371,11 +376,10 @@ _H100 = [p.name for p in GPUS[GpuModel.H100_80GB].mig_profiles]
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(st.sampled_from(_H100), st.integers(1, 7), min_size=1, max_size=4))
 def test_any_custom_layout_is_written_iff_its_geometry_fits(counts: dict[str, int]) -> None:
-    sharing = "mig:" + "+".join(f"{n}x{p}" for p, n in sorted(counts.items()))
-    pool = _mig_pool("p", sharing)
     if not mig.is_valid(GPUS[GpuModel.H100_80GB], counts):
-        with pytest.raises(ValueError, match="pool p"):
-            gc.nvidia_config([pool])
+        with pytest.raises(ValueError, match="does not fit one"):
+            _mig_pool("p", counts)
         return
+    pool = _mig_pool("p", counts)
     parted = gc.mig_parted_config(gc.nvidia_config([pool]).mig_layouts)
-    assert parted["mig-configs"]["rtip-p"][0]["mig-devices"] == counts
+    assert parted["mig-configs"][pool.labels[gc.MIG_CONFIG_LABEL]][0]["mig-devices"] == counts

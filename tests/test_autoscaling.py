@@ -7,11 +7,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serving.autoscaling import METRIC, autoscaling, for_placement, waiting_threshold
+from serving.autoscaling import METRIC, autoscaling, waiting_threshold
 from serving.capacity import P99_PROMPT_FACTOR, region_replicas, replica_capacity
-from serving.hardware import MACHINES, Cloud, GpuModel
+from serving.hardware import GpuModel
 from serving.models import CATALOG, Quantization
-from serving.packing import ModelDemand, PoolSpec, plan
 from serving.profiles import SliceKind, profile
 from serving.tiers import TIERS, Tier
 from tests.conftest import SHARED
@@ -82,12 +81,3 @@ def test_threshold_is_at_least_one(card, tier, tokens_in, tokens_out) -> None:
     except ValueError:
         return
     assert waiting_threshold(cap, prof, tier, tokens_in, tokens_out) >= 1
-
-
-def test_for_placement_uses_the_planned_slice() -> None:
-    pools = [PoolSpec("h100", MACHINES[Cloud.AWS]["p5.48xlarge"], max_nodes=30)]
-    demand = ModelDemand("chat", LLAMA_8B, TIERS[Tier.STANDARD], 12.0)
-    (placement,) = plan([demand], pools).models
-    scaling = for_placement(placement, demand, "models")
-    assert scaling.max_replicas == placement.replicas.max_replicas
-    assert scaling.min_replicas == placement.replicas.min_replicas

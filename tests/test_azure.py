@@ -9,18 +9,18 @@ from ipaddress import ip_network
 import pytest
 from pulumi.runtime.sync_await import _sync_await
 
-from components.azure.cluster import AKS_AAD_SERVER_ID, kubeconfig
+from components.azure.cluster import AKS_AAD_SERVER_ID, AKS_USER
 from components.azure.network import DNS_SERVICE_IP, POD_CIDR, SERVICE_CIDR, address_plan
 from components.azure.nodes import EPHEMERAL_OS_CAPACITY_GIB, GPU_INSTANCE_PROFILE, os_disk_gib
-from components.gpu_pools import NVME_PATH
+from components.cluster import exec_kubeconfig
 from rtip import offline
 from rtip.cli import main
 from rtip.stackfile import load
 from rtip.synth import AZURE_SUBSCRIPTION
 from serving.hardware import GPUS, MACHINES, Cloud
-from stacks.checks import AKS_POOL_NAME, aks_pool_name
+from stacks.naming import AKS_POOL_NAME, aks_pool_name
 from stacks.schema import AzureRegion
-from tests.conftest import built_spec_of, record_of, stack_doc, write_stack
+from tests.conftest import plan_of, record_of, spec_of, stack_doc, write_stack
 
 CLUSTER = "rtip:azure:Cluster"
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -28,7 +28,7 @@ AGENT_POOL = "azure-native:containerservice:AgentPool"
 
 
 def azure_regions(stack: str = "prod") -> list[AzureRegion]:
-    return [r for r in built_spec_of(stack).regions if isinstance(r, AzureRegion)]
+    return [r for r in spec_of(stack).regions if isinstance(r, AzureRegion)]
 
 
 def cluster_of(record, res):
@@ -37,13 +37,11 @@ def cluster_of(record, res):
 
 def test_prod_azure_region_is_built() -> None:
     record = record_of("prod")
-    (platform,) = record.by_type("rtip:platform:Platform")
-    assert "azure/eastus" not in platform.inputs["unbuiltRegions"]
     clusters = {c.inputs["region"]: c for c in record.by_type(CLUSTER)}
     assert set(clusters) == {r.region for r in azure_regions()}
     (region,) = azure_regions()
     assert clusters["eastus"].inputs == {"cloud": "azure", "region": "eastus", "zones": region.zones,
-                                         "kubernetesVersion": built_spec_of("prod").kubernetes_version}
+                                         "kubernetesVersion": spec_of("prod").kubernetes_version}
 
 
 def test_every_azure_resource_goes_through_its_region_provider() -> None:
@@ -95,8 +93,24 @@ def test_managed_cluster_security_and_identity() -> None:
     i = aks.inputs
     assert i["oidcIssuerProfile"] == {"enabled": True}
     assert i["securityProfile"]["workloadIdentity"] == {"enabled": True}
-    assert i["identity"]["type"] == "SystemAssigned"
-    assert i["kubernetesVersion"] == built_spec_of("prod").kubernetes_version
+    # prod's posture encrypts secrets with a customer key: AKS's KMS plugin then needs a
+    # user-assigned control-plane identity, granted Key Vault Crypto User on that one key.
+    (kms_identity,) = [u for u in record.by_type("azure-native:managedidentity:UserAssignedIdentity")
+                       if u.inputs["resourceName"] == "rtip-prod-eastus-control-plane"]
+    assert i["identity"] == {"type": "UserAssigned",
+                             "userAssignedIdentities": {kms_identity.outputs["id"]: {}}}
+    kms = i["securityProfile"]["azureKeyVaultKms"]
+    (key,) = [k for k in record.by_type("azure-native:keyvault:Key") if k.inputs["keyName"] == "kms"]
+    assert kms == {"enabled": True, "keyVaultNetworkAccess": "Public",
+                   "keyId": key.outputs["keyUriWithVersion"]}
+    assert set(key.inputs["properties"]["keyOps"]) == {"encrypt", "decrypt"}
+    (grant,) = [g for g in record.by_type("azure-native:authorization:RoleAssignment")
+                if g.inputs["scope"] == key.outputs["id"]]
+    # Key Vault Crypto User (learn.microsoft.com built-in roles).
+    assert grant.inputs["roleDefinitionId"].endswith("/12338af0-0e69-4776-bea7-57ae8d297424")
+    assert grant.inputs["principalId"] == kms_identity.outputs["principalId"]
+    assert grant.urn in aks.dependencies
+    assert i["kubernetesVersion"] == spec_of("prod").kubernetes_version
     assert i["disableLocalAccounts"] is True
     assert i["aadProfile"] == {"managed": True, "enableAzureRBAC": True}
     # prod: private API server and no public DNS name for it.
@@ -127,27 +141,28 @@ def gpu_agent_pools(record):
 
 def test_one_agent_pool_per_gpu_pool() -> None:
     record = record_of("prod")
-    (region,) = azure_regions()
+    (region,) = plan_of("prod").regions_of(Cloud.AZURE)
     pools = {p.inputs["agentPoolName"]: p for p in gpu_agent_pools(record)}
-    assert set(pools) == {aks_pool_name(p.name) for p in region.gpu_pools}
+    assert set(pools) == {aks_pool_name(p.name) for p in region.pools}
     (subnet,) = record.by_type("azure-native:network:Subnet")
     (aks,) = record.by_type(MANAGED_CLUSTER)
-    for spec in region.gpu_pools:
+    for spec in region.pools:
         pool = pools[aks_pool_name(spec.name)]
         i = pool.inputs
         assert record.get(pool.parent).inputs["pool"] == spec.name
-        assert record.get(pool.parent).inputs["nvmePath"] == NVME_PATH[Cloud.AZURE]
+        # AKS mounts the VM's temporary disk at /mnt (Azure docs, "Temporary disk").
+        assert record.get(pool.parent).inputs["nvmePath"] == "/mnt"
         assert i["resourceName"] == aks.outputs["name"]
-        assert i["vmSize"] == spec.machine_type
+        assert i["vmSize"] == spec.shape.name
         assert i["mode"] == "User"
-        assert i["availabilityZones"] == (spec.zones or region.zones)
+        assert i["availabilityZones"] == list(spec.zones)
         assert (i["enableAutoScaling"], i["minCount"], i["maxCount"]) == \
             (True, spec.min_nodes, spec.max_nodes)
         assert i["osDiskType"] == "Ephemeral"
-        assert i["osDiskSizeGB"] <= EPHEMERAL_OS_CAPACITY_GIB[spec.machine_type]
+        assert i["osDiskSizeGB"] <= EPHEMERAL_OS_CAPACITY_GIB[spec.shape.name]
         assert i["vnetSubnetID"] == subnet.outputs["id"]
         assert i["nodeLabels"]["rtip.dev/pool"] == spec.name
-        assert i["nodeLabels"]["rtip.dev/sharing"] == spec.sharing.mode
+        assert i["nodeLabels"]["rtip.dev/sharing"] == str(spec.sharing.mode)
         assert i["scaleSetPriority"] == ("Spot" if spec.capacity_type == "spot" else "Regular")
         assert pool.outputs["id"] == f"{aks.outputs['id']}/agentPools/{i['agentPoolName']}"
 
@@ -189,7 +204,8 @@ def test_kubernetes_provider_is_the_clusters() -> None:
 
 
 def test_kubeconfig_execs_kubelogin_and_holds_no_credential() -> None:
-    doc = json.loads(_sync_await(kubeconfig("c", "c.hcp.eastus.azmk8s.io").future()))
+    doc = json.loads(_sync_await(exec_kubeconfig("c", "https://c.hcp.eastus.azmk8s.io:443", None,
+                                                 AKS_USER).future()))
     (cluster,) = doc["clusters"]
     assert cluster["cluster"] == {"server": "https://c.hcp.eastus.azmk8s.io:443"}
     (user,) = doc["users"]
@@ -279,9 +295,11 @@ def test_a_twelve_character_agent_pool_name_is_accepted(capsys, tmp_path) -> Non
         ("Spot", "Delete", -1)
 
 
-def test_non_prod_api_is_public_only_to_listed_cidrs(tmp_path) -> None:
+@pytest.mark.parametrize(("environment", "tier", "kms"),
+                         [("dev", "Free", False), ("staging", "Standard", True)])
+def test_non_prod_api_is_public_only_to_listed_cidrs(tmp_path, environment, tier, kms) -> None:
     doc = prod_platform()
-    doc["environment"] = "staging"
+    doc["environment"] = environment
     doc["regions"] = [doc["regions"][AZURE]]
     doc["regions"][0]["api_access_cidrs"] = ["203.0.113.0/24"]
     doc["models"] = [m for m in doc["models"] if m["name"] == "llama-70b"]
@@ -289,6 +307,9 @@ def test_non_prod_api_is_public_only_to_listed_cidrs(tmp_path) -> None:
     record = offline.run(load(str(write_stack(tmp_path, doc))))
     (aks,) = record.by_type(MANAGED_CLUSTER)
     assert aks.inputs["apiServerAccessProfile"] == {"authorizedIPRanges": ["203.0.113.0/24"]}
-    assert aks.inputs["sku"]["tier"] == "Free"
-    assert record.outputs["clusters"]["rtip-staging-eastus"]["endpoint"] == \
+    # The posture table: dev has no control-plane SLA and no KMS key; staging has both.
+    assert aks.inputs["sku"]["tier"] == tier
+    assert ("azureKeyVaultKms" in aks.inputs["securityProfile"]) is kms
+    assert aks.inputs["identity"]["type"] == ("UserAssigned" if kms else "SystemAssigned")
+    assert record.outputs["clusters"][f"rtip-{environment}-eastus"]["endpoint"] == \
         f"https://{aks.outputs['fqdn']}"

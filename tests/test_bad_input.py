@@ -229,7 +229,7 @@ def test_prod_gcp_needs_the_project_number(tmp_path, capsys) -> None:
     doc = prod_platform()
     del doc["regions"][2]["project_number"]
     err = plan_fails(capsys, write_stack(tmp_path, doc))
-    assert "rtip:platform.regions[2].project_number: prod encrypts GCP registries" in err
+    assert "rtip:platform.regions[2].project_number: prod encrypts with customer keys" in err
 
 
 def test_peak_the_pools_cannot_serve_within_the_tier(tmp_path, capsys) -> None:

@@ -9,10 +9,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.platform import CLUSTERS
 from rtip.cli import main
 from rtip.stackfile import PROJECT_DIR
-from serving.hardware import Cloud
 from serving.tiers import TIERS, Tier
 from tests.conftest import record_of, spec_of
 
@@ -66,13 +64,19 @@ def test_plan_flags_immutable_pool_fields(capsys) -> None:
     assert pools[("aws", "h100-mig")]["replace_on_change"] == []
 
 
-def test_json_marks_unbuilt_regions(capsys) -> None:
+def test_json_shows_tiers_posture_and_what_was_stated(capsys) -> None:
     doc = plan_json(capsys, "prod")
-    # Only regions whose cloud has no row in CLUSTERS yet, so this holds as clouds land.
-    missing = [r for r in spec_of("prod").regions if Cloud(r.cloud) not in CLUSTERS]
-    unbuilt = {c["region"] for c in doc["clusters"] if not c["built"]}
-    assert unbuilt == {r.region for r in missing}
-    assert doc["unbuilt_regions"] == [f"{r.cloud}/{r.region}" for r in missing]
+    tiers = {t["name"]: t for t in doc["tiers"]}
+    # MLPerf Llama-3.1-8B interactive p99 limits (FACTS.md section 7).
+    assert (tiers["interactive"]["ttft_ms"], tiers["interactive"]["tpot_ms"]) == (500, 30)
+    assert all(t["used"] == (t["name"] in {"standard", "interactive", "batch"}) for t in tiers.values())
+    assert doc["posture"]["private_api"] is True and doc["posture"]["environment"] == "prod"
+    pools = {(c["region"], p["name"]): p for c in doc["clusters"] for p in c["pools"]}
+    # us-west-2's h100-mig states no sharing and no floor; us-east-1's states both.
+    west, east = pools[("us-west-2", "h100-mig")], pools[("us-east-1", "h100-mig")]
+    assert west["planned"] is True and west["stated_min_nodes"] == 0 and west["min_nodes"] >= 3
+    assert east["planned"] is False and east["stated_min_nodes"] == 1
+    assert east["sharing"] == "mig:all-balanced"
 
 
 def test_json_models_carry_their_placement(capsys) -> None:

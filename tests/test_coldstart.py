@@ -7,8 +7,7 @@ import pytest
 from rtip.report import document
 from serving import coldstart
 from serving.hardware import Cloud
-from stacks.plan import plan_models
-from tests.conftest import record_of, spec_of
+from tests.conftest import record_of
 
 
 def test_parts_follow_the_stated_rates() -> None:
@@ -34,8 +33,7 @@ def test_bigger_weights_take_longer() -> None:
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_plan_carries_cold_start_per_model(stack) -> None:
-    spec = spec_of(stack)
-    doc = document(spec, record_of(stack), plan_models(spec))
+    doc = document(record_of(stack).plan, record_of(stack))
     for m in doc["models"]:
         cs = m["cold_start_s"]
         parts = ("node_provisioning_s", "node_init_s", "image_pull_s", "weights_load_s", "engine_start_s")

@@ -17,7 +17,8 @@ import yaml
 from rtip.offline import Record, Resource
 from serving import gpu_config as gc
 from serving import manifests
-from serving.hardware import GpuModel, Vendor
+from serving.hardware import GPUS, GpuModel, Vendor
+from serving.sharing import Partition, Sharing
 from tests.conftest import SHARED, record_of
 
 CRDS = SHARED / "crds"
@@ -105,7 +106,7 @@ def test_prod_emits_each_add_on_kind() -> None:
 class _Pool:
     """A pool as serving/gpu_config reads it, for shapes no stack file uses yet."""
 
-    def __init__(self, name: str, gpu: GpuModel, sharing: str, labels: dict[str, str],
+    def __init__(self, name: str, gpu: GpuModel, sharing: Sharing, labels: dict[str, str],
                  gpus_per_node: int = 8) -> None:
         self.name, self.gpu, self.sharing, self.labels = name, gpu, sharing, labels
         self.vendor = Vendor.AMD if gpu is GpuModel.MI300X else Vendor.NVIDIA
@@ -114,7 +115,9 @@ class _Pool:
 
 @pytest.mark.parametrize("profile", ["CPX-NPS1", "CPX-NPS4"])
 def test_partitioned_mi300x_device_config_validates(profile: str) -> None:
-    pool = _Pool("mi300x", GpuModel.MI300X, f"partition:{profile}",
+    partition = GPUS[GpuModel.MI300X].amd_partition(profile)
+    assert partition is not None
+    pool = _Pool("mi300x", GpuModel.MI300X, Partition(partition),
                  {gc.AMD_PROFILE_LABEL: profile.lower(), "rtip.dev/gpu": "mi300x"})
     profiles = gc.amd_partitions([pool])
     assert set(profiles) == {profile.lower()}

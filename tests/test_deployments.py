@@ -1,7 +1,7 @@
 """ModelDeployment: every planned model on its cluster, wired from pool label to pod resource.
 
 Reads the offline record of every stack (tests/conftest.py) and the plan the program built it
-from (stacks.plan.plan_models), and checks the objects against each other, the CRDs and checkov.
+from (the program's stacks.plan.Plan), and checks the objects against each other, the CRDs and checkov.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from components.addons_gpu import MIG_CONFIG_FILE, MIG_CONFIGMAP, NVIDIA_ON
-from components.contract import ClusterFacts, PoolFacts, Taint
 from components.azure.identity import USE_LABEL
+from components.contract import ClusterFacts, PoolFacts, Taint
+from components.gpu_pools import pool_facts
 from components.models import NEEDS, ModelDeployment, prometheus_address, targets
 from rtip import offline
 from rtip.offline import Record, Resource
@@ -28,10 +29,12 @@ from serving import deployments as dep
 from serving import gpu_config as gc
 from serving.autoscaling import POLLING_INTERVAL_S
 from serving.charts import IMAGES, ChartKey, Image, UnpinnedError, chart, image
-from serving.hardware import MACHINES, Cloud, GpuModel, Vendor
+from serving.hardware import MACHINES, Cloud, Vendor
+from serving.sharing import Whole
 from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
-from stacks.plan import ModelRegionPlan, plan_models
+from stacks.model_plan import ModelRegionPlan
 from tests.conftest import STACKS, record_of, spec_of
+from tests.conftest import plan_of as stack_plan
 from tests.test_addons import cloud_of, clusters, configmap, k8s_on, pool_view, pools, releases
 from tests.test_checkov import checkov, failed
 from tests.test_crds import body, check
@@ -80,7 +83,7 @@ def planned(stack: str) -> list[tuple[str, ModelRegionPlan]]:
     """(cluster, plan) of every model in every built region of the stack."""
     record = record_of(stack)
     by_region = {c.inputs["region"]: name for name, c in clusters(record).items()}
-    return [(by_region[p.region], p) for p in plan_models(spec_of(stack)) if p.region in by_region]
+    return [(by_region[p.region], p) for p in stack_plan(stack).models if p.region in by_region]
 
 
 def every_model() -> list[tuple[str, str, str]]:
@@ -258,7 +261,7 @@ def test_slice_wiring_end_to_end(stack: str, cluster: str, model: str) -> None:
     spec = predictor(objects(stack, cluster, model))
     requests = spec["model"]["resources"]["requests"]
     pool = pool_of(stack, cluster, plan.pool)
-    views = [pool_view(p) for p in pools(record, cluster)]
+    views = [pool_view(stack, cluster, p) for p in pools(record, cluster)]
     view = next(v for v in views if v.name == plan.pool)
     runtime = objects(stack, cluster, model)["ClusterServingRuntime"]["spec"]["containers"][0]
     if view.vendor is Vendor.AMD:
@@ -343,8 +346,8 @@ def test_pool_without_nvme_streams_weights_and_says_so(monkeypatch: pytest.Monke
 # --- bad input --------------------------------------------------------------------------------
 
 def _cluster_without(plan: ModelRegionPlan) -> ClusterFacts:
-    other = PoolFacts(name="other", machine_type="g6.2xlarge", gpu=GpuModel.L4, vendor=Vendor.NVIDIA,
-                      gpus_per_node=1, min_nodes=1, max_nodes=2, zones=("a",), sharing="whole",
+    other = PoolFacts(name="other", shape=MACHINES[Cloud.AWS]["g6.2xlarge"], sharing=Whole(),
+                      planned=False, capacity_type="on_demand", min_nodes=1, max_nodes=2, zones=("a",),
                       labels={"rtip.dev/pool": "other"}, taints=(Taint("nvidia.com/gpu", "true"),),
                       nvme_path=None)
     return ClusterFacts(name="rtip-t", cloud=Cloud.AWS, region=plan.region, zones=("a",),
@@ -379,22 +382,13 @@ def test_runtime_image_without_pinned_tag_names_the_model(monkeypatch: pytest.Mo
 
 
 def _real_cluster_facts(stack: str, cluster: str) -> ClusterFacts:
-    """The cluster's pools as the record registered them, as ClusterFacts (no provider needed)."""
-    record = record_of(stack)
-    facts = []
-    for p in pools(record, cluster):
-        view = pool_view(p)
-        facts.append(PoolFacts(
-            name=p["pool"], machine_type=p["machineType"], gpu=view.gpu, vendor=view.vendor,
-            gpus_per_node=view.gpus_per_node, min_nodes=int(p["minNodes"]), max_nodes=int(p["maxNodes"]),
-            zones=tuple(p["zones"]), sharing=p["sharing"], labels=p["labels"],
-            taints=tuple(Taint(*t.replace(":", "=").split("=")) for t in p["taints"]),
-            nvme_path=p["nvmePath"]))
-    info = clusters(record)[cluster].inputs
-    return ClusterFacts(name=cluster, cloud=cloud_of(record, cluster), region=info["region"],
-                        zones=tuple(info["zones"]), kubernetes_version=info["kubernetesVersion"],
-                        provider=None, pools=tuple(facts), endpoint=None,  # type: ignore[arg-type]
-                        native_id=None)  # type: ignore[arg-type]
+    """The cluster's pools as the program builds them from the plan (no provider needed)."""
+    region = next(r for r in stack_plan(stack).regions if r.cluster == cluster)
+    return ClusterFacts(name=cluster, cloud=region.cloud, region=region.name,
+                        zones=tuple(region.region.zones),
+                        kubernetes_version=spec_of(stack).kubernetes_version,
+                        provider=None, pools=tuple(pool_facts(region.cloud, p) for p in region.pools),  # type: ignore[arg-type]
+                        endpoint=None, native_id=None)  # type: ignore[arg-type]
 
 
 def test_prometheus_address_is_the_monitoring_releases_service() -> None:

@@ -58,7 +58,7 @@ def test_outputs_are_synthesized_per_type() -> None:
 
 
 def test_dependencies_are_recorded() -> None:
-    record = record_of("dev")
+    record = record_of("staging")  # staging's posture encrypts secrets with a customer key
     (eks,) = record.by_type("aws:eks/cluster:Cluster")
     deps = {record.get(d).type for d in eks.dependencies}
     assert "aws:iam/role:Role" in deps and "aws:kms/key:Key" in deps

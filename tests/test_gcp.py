@@ -8,15 +8,16 @@ from ipaddress import ip_network
 import pytest
 
 from components.gcp.network import address_plan
-from components.gcp.nodes import NODE_ROLES, account_id
-from components.gpu_pools import NVME_PATH
+from components.gcp.nodes import NODE_ROLES
 from rtip import offline
 from rtip.cli import main
 from rtip.offline import SECRET_MARK, Record
 from rtip.stackfile import load
 from serving.hardware import Cloud, machine
-from stacks.schema import GcpRegion, GpuPoolSpec
-from tests.conftest import built_spec_of, record_of, write_stack
+from stacks.naming import gcp_account_id
+from stacks.plan import PlannedPool
+from stacks.schema import GcpRegion
+from tests.conftest import plan_of, record_of, spec_of, write_stack
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -53,7 +54,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Record:
 
 
 def gcp_regions(stack: str) -> list[GcpRegion]:
-    return [r for r in built_spec_of(stack).regions if isinstance(r, GcpRegion)]
+    return [r for r in spec_of(stack).regions if isinstance(r, GcpRegion)]
 
 
 def gcp_regions_of(platform: dict) -> list[GcpRegion]:
@@ -77,15 +78,13 @@ def gpu_node_pools(record: Record) -> list:
 
 def test_prod_builds_its_gcp_region() -> None:
     record = record_of("prod")
-    (platform,) = record.by_type("rtip:platform:Platform")
-    assert not any(u.startswith("gcp/") for u in platform.inputs["unbuiltRegions"])
     regions = {r.region for r in gcp_regions("prod")}
     assert regions and {c.inputs["region"] for c in record.by_type("rtip:gcp:Cluster")} == regions
 
 
 def test_one_regional_private_cluster_per_gcp_region() -> None:
     record = record_of("prod")
-    spec = built_spec_of("prod")
+    spec = spec_of("prod")
     for region in gcp_regions("prod"):
         component = cluster_component(record, region.region)
         assert component.inputs == {"cloud": "gcp", "region": region.region,
@@ -171,33 +170,34 @@ def test_gpu_pools_may_not_take_the_system_pools_name(tmp_path, capsys) -> None:
     assert "rtip:platform.regions[0].gpu_pools[0].name: 'system' names the system" in capsys.readouterr().err
 
 
-def _expect_pool(record: Record, region: GcpRegion, pool: GpuPoolSpec) -> None:
-    shape = machine(Cloud.GCP, pool.machine_type)
+def _expect_pool(record: Record, region: GcpRegion, pool: PlannedPool) -> None:
+    shape = machine(Cloud.GCP, pool.shape.name)
     assert shape is not None
     (np,) = [n for n in gpu_node_pools(record) if n.inputs["name"] == pool.name
              and n.inputs["location"] == region.region]
     group = record.get(np.parent)
     assert group.parent == cluster_component(record, region.region).urn
-    zones = pool.zones or region.zones
+    zones = list(pool.zones)
     assert np.inputs["nodeLocations"] == zones
     assert np.inputs["cluster"] == gke(record, region.region).inputs["name"]
     config = np.inputs["nodeConfig"]
-    assert config["machineType"] == pool.machine_type
+    assert config["machineType"] == pool.shape.name
     (acc,) = config["guestAccelerators"]
     assert (acc["type"], acc["count"]) == (shape.accelerator, shape.gpu_count)
     assert acc["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "LATEST"}
     if pool.sharing.mode == "mig":
-        (profile,) = [p for p, n in shape.gpu_spec.mig_layouts[pool.sharing.layout].items() if n]
+        (profile,) = [p for p, n in shape.gpu_spec.mig_layouts[pool.sharing.layout].items() if n]  # type: ignore[union-attr]
         assert acc["gpuPartitionSize"] == profile
     else:
         assert "gpuPartitionSize" not in acc
     if pool.sharing.mode == "time_slice":
         assert acc["gpuSharingConfig"] == {"gpuSharingStrategy": "TIME_SHARING",
-                                           "maxSharedClientsPerGpu": pool.sharing.replicas}
+                                           "maxSharedClientsPerGpu": pool.sharing.replicas}  # type: ignore[union-attr]
     else:
         assert "gpuSharingConfig" not in acc
     assert config["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": shape.local_nvme_gb // 375}
-    assert group.inputs["nvmePath"] == NVME_PATH[Cloud.GCP]
+    # GKE backs ephemeral storage with the local SSDs there (GKE docs, "local SSD").
+    assert group.inputs["nvmePath"] == "/mnt/stateful_partition/kube-ephemeral-ssd"
     # The declared taint is the one GKE itself puts on GPU nodes, and the plan records the same.
     assert config["taints"] == [GKE_GPU_TAINT]
     assert group.inputs["taints"] == ["nvidia.com/gpu=present:NoSchedule"]
@@ -218,7 +218,7 @@ def _expect_pool(record: Record, region: GcpRegion, pool: GpuPoolSpec) -> None:
 
 def test_every_prod_gpu_pool_becomes_a_gke_node_pool() -> None:
     record = record_of("prod")
-    expected = [(r, p) for r in gcp_regions("prod") for p in r.gpu_pools]
+    expected = [(r.region, p) for r in plan_of("prod").regions_of(Cloud.GCP) for p in r.pools]
     assert len(gpu_node_pools(record)) == len(expected)
     for region, pool in expected:
         _expect_pool(record, region, pool)
@@ -228,7 +228,7 @@ def test_every_prod_gpu_pool_becomes_a_gke_node_pool() -> None:
 
 def test_time_sliced_l4_pool_on_spot_in_a_subset_of_zones(dev) -> None:
     (region,) = gcp_regions_of(DEV_GCP)
-    (pool,) = region.gpu_pools
+    (pool,) = dev.plan.regions[0].pools
     _expect_pool(dev, region, pool)
     (np,) = gpu_node_pools(dev)
     assert np.inputs["nodeLocations"] == ["us-central1-a"]
@@ -241,7 +241,7 @@ def test_system_pool_and_least_privilege_node_account() -> None:
         component = cluster_component(record, region.region)
         (account,) = [a for a in record.by_type("gcp:serviceaccount/account:Account")
                       if a.parent == component.urn]
-        assert account.inputs["accountId"] == account_id(component.name)
+        assert account.inputs["accountId"] == f"{component.name}-nodes"  # fits 30 characters
         email = account.outputs["email"]
         assert email.endswith(f"@{region.project}.iam.gserviceaccount.com")
         grants = [g for g in record.by_type("gcp:projects/iAMMember:IAMMember")
@@ -310,16 +310,18 @@ def test_kubernetes_provider_is_the_clusters_and_holds_no_credential() -> None:
 
 def test_account_ids_fit_gcp_limits() -> None:
     for cluster in ("rtip-prod-us-central1", "rtip-staging-northamerica-northeast1"):
-        short = account_id(cluster)
-        assert 6 <= len(short) <= 30 and short[0].isalpha() and not short.endswith("-")
-    assert account_id("rtip-staging-northamerica-northeast1") != \
-        account_id("rtip-staging-northamerica-northeast2")
+        for purpose in ("nodes", "models"):
+            short = gcp_account_id(cluster, purpose)
+            assert 6 <= len(short) <= 30 and short[0].isalpha() and not short.endswith("-")
+    # Two regions that share the first 30 characters still get two accounts.
+    assert gcp_account_id("rtip-staging-northamerica-northeast1", "models") != \
+        gcp_account_id("rtip-staging-northamerica-northeast2", "models")
 
 
 def test_prod_gke_encrypts_secrets_with_a_customer_key() -> None:
     record = record_of("prod")
-    spec = built_spec_of("prod")
-    region = next(r for r in spec.regions if r.cloud == "gcp")
+    spec = spec_of("prod")
+    region = next(r for r in spec.regions if isinstance(r, GcpRegion))
     cluster = gke(record, region.region)
     (key,) = [k for k in record.by_type("gcp:kms/cryptoKey:CryptoKey")
               if record.get(k.parent).type == "rtip:gcp:Cluster"]

@@ -125,9 +125,8 @@ def test_model_pods_read_only_their_own_regions_bucket(stack) -> None:
 @pytest.mark.parametrize("stack", ["dev", "staging"])
 def test_models_load_from_their_own_region(stack) -> None:
     from rtip.report import document
-    from stacks.plan import plan_models
     spec = spec_of(stack)
-    doc = document(spec, record_of(stack), plan_models(spec))
+    doc = document(record_of(stack).plan, record_of(stack))
     for m in doc["models"]:
         region = next(r for r in spec.regions if r.region == m["region"])
         assert m["source_uri"] == f"s3://{weights_bucket(spec, region)}/models/{m['name']}"

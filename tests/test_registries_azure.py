@@ -17,11 +17,8 @@ import yaml
 from pulumi.runtime import rpc
 
 from components.azure.identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
-from components.azure.registries import (
-    ACR_PULL,
-    KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
-    STORAGE_BLOB_DATA_READER,
-)
+from components.azure.keys import KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER, KEY_VAULT_CRYPTO_USER
+from components.azure.registries import ACR_PULL, STORAGE_BLOB_DATA_READER
 from rtip import offline, synth
 from rtip.offline import Record
 from rtip.stackfile import load
@@ -54,7 +51,7 @@ KEY_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Microsoft\
                     r"vaults/[a-z0-9-]+/keys/[a-z0-9-]+$")
 # Which scope each role may have: the one resource it is for, never anything wider.
 ROLE_SCOPE = {STORAGE_BLOB_DATA_READER: CONTAINER_ID, ACR_PULL: REGISTRY_ID,
-              KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER: KEY_ID}
+              KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER: KEY_ID, KEY_VAULT_CRYPTO_USER: KEY_ID}
 
 SECOND = {"cloud": "azure", "region": "westus3", "zones": ["1", "2", "3"],
           "network": {"cidr": "10.41.0.0/16"}}
@@ -164,10 +161,11 @@ def test_weights_replicate_from_the_first_region_into_the_others(two_regions) ->
 
 def test_prod_encrypts_with_a_customer_key(two_regions) -> None:
     record, _ = two_regions
-    (vault,) = record.by_type(VAULT)
+    # The registries' vault (each AKS cluster has its own for KMS: tests/test_azure.py).
+    (vault,) = [v for v in record.by_type(VAULT) if record.get(v.parent).type == "rtip:azure:Registries"]
     props = vault.inputs["properties"]
     assert (props["enablePurgeProtection"], props["enableRbacAuthorization"]) == (True, True)
-    (key,) = record.by_type(KEY)
+    (key,) = [k for k in record.by_type(KEY) if k.parent == vault.parent]
     assert key.inputs["vaultName"] == vault.outputs["name"]
     cmk = next(i for i in record.by_type(IDENTITY) if i.parent == key.parent)
     (grant,) = [g for g in record.by_type(ROLE_ASSIGNMENT)
@@ -196,7 +194,9 @@ def test_non_prod_uses_platform_keys(tmp_path) -> None:
     doc = azure_platform("staging")
     doc["regions"][0]["api_access_cidrs"] = ["203.0.113.0/24"]
     record = offline.run(load(str(write_stack(tmp_path, doc))))
-    assert not record.by_type(VAULT) and not record.by_type(KEY)
+    # staging's posture: customer keys for Kubernetes secrets (the cluster's KMS vault), none
+    # for registries and weights.
+    assert all(record.get(v.parent).type == "rtip:azure:Cluster" for v in record.by_type(VAULT))
     (account,) = record.by_type(ACCOUNT)
     assert account.inputs["sku"]["name"] == "Standard_ZRS"
     assert "encryption" not in account.inputs
@@ -334,9 +334,8 @@ def test_credentials_of_a_cluster_never_created_are_not_found() -> None:
 
 def test_weights_uri_is_the_regions_container() -> None:
     from rtip.report import document
-    from stacks.plan import plan_models
     spec = spec_of("prod")
-    doc = document(spec, record_of("prod"), plan_models(spec))
+    doc = document(record_of("prod").plan, record_of("prod"))
     azure = {r.region: r for r in azure_regions(spec)}
     served = [m for m in doc["models"] if m["region"] in azure]
     assert served

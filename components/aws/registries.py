@@ -92,7 +92,8 @@ class AwsRegistries(pulumi.ComponentResource):
         for region in regions:
             ropts = pulumi.ResourceOptions(parent=self, provider=providers[region.region])
             rname = f"{name}-{region.region}"
-            key = customer_key(f"{rname}-weights", f"model weights in {region.region}", ropts) if cmk else None
+            key = (customer_key(f"{rname}-weights", f"model weights in {region.region}", ropts)
+                   if cmk else None)
             bucket = aws.s3.Bucket(f"{rname}-weights", aws.s3.BucketArgs(
                 bucket=weights_bucket(spec, region), force_destroy=False), opts=ropts)
             versioned.append(aws.s3.BucketVersioning(f"{rname}-weights", aws.s3.BucketVersioningInitArgs(
