@@ -1,4 +1,4 @@
-"""`rtip`: plan a stack offline.
+"""`rtip`: plan a stack offline; print the stack file's JSON Schema.
 
 Exit status: 0 done, 2 bad input (stack file, spec, weights folder), 1 the engine rejected the
 program, 3 `models status` found a region whose copy is not ready yet.
@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rtip import offline, render, report, weights
-from rtip.stackfile import StackConfig, StackFileError, load
+from rtip.stackfile import StackConfig, StackFileError, json_schema, load
 from stacks.loader import SpecError, load_spec
 from stacks.schema import StackSpec
 
@@ -116,6 +116,20 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if all(g["state"] == "ready" for r in doc for g in r["regions"]) else 3
 
 
+def _schema(args: argparse.Namespace) -> int:
+    text = json.dumps(json_schema(), indent=2) + "\n"
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(args.out).write_text(text)
+    except OSError as problem:
+        Console(stderr=True, highlight=False).print(f"rtip schema: {args.out}: {problem.strerror}",
+                                                    markup=False)
+        return EXIT_BAD_INPUT
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="rtip", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
@@ -124,6 +138,11 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="print the plan as one JSON document")
     plan.add_argument("--out", metavar="DIR", help="write plan.json and the manifests to DIR")
     plan.set_defaults(func=_plan)
+
+    schema = sub.add_parser("schema", help="print the stack file's JSON Schema (for editors: the "
+                                           "yaml-language-server line of each stack file)")
+    schema.add_argument("--out", metavar="FILE", help="write it to FILE (stacks/stack.schema.json)")
+    schema.set_defaults(func=_schema)
 
     models = sub.add_parser("models", help="publish model weights and check their replication")
     msub = models.add_subparsers(dest="models_command", required=True)

@@ -226,15 +226,84 @@ def machine(cloud: Cloud, name: str) -> MachineShape | None:
     return MACHINES[cloud].get(name)
 
 
+@dataclass(frozen=True)
+class CpuShape:
+    """A CPU machine type for a cluster's system pool (platform services, no GPUs)."""
+
+    cloud: Cloud
+    name: str
+    vcpus: int
+    memory_gib: int
+    price_per_hour: float
+
+
+def _cpu_shapes(cloud: Cloud, rows: list[tuple[str, int, int, float]]) -> dict[str, CpuShape]:
+    return {r[0]: CpuShape(cloud, *r) for r in rows}
+
+
+# System pools hold the platform services (CoreDNS, the GPU operator's controllers, KServe, KEDA,
+# Prometheus ...): general-purpose shapes with 4 GiB a vCPU, 2 to 16 vCPUs. AKS requires at least
+# 2 vCPUs and 4 GiB for a system pool (learn.microsoft.com/azure/aks/use-system-pools). vCPUs and
+# memory: the EC2 M7i/M7a/M6i/C7i/R7i, Compute Engine N2/N2D/E2/C3 and Azure Dv5/Ddv5/Dasv5 size
+# pages. Prices: list on-demand Linux (us-east-1, us-central1, East US) as remembered from the
+# pricing pages, unverified here; used only to rank, recheck before relying on them for cost.
+_AWS_CPU = _cpu_shapes(Cloud.AWS, [
+    ("m7i.large", 2, 8, 0.1008),
+    ("m7i.xlarge", 4, 16, 0.2016),
+    ("m7i.2xlarge", 8, 32, 0.4032),
+    ("m7i.4xlarge", 16, 64, 0.8064),
+    ("m7a.xlarge", 4, 16, 0.23184),
+    ("m6i.xlarge", 4, 16, 0.192),
+    ("m6i.2xlarge", 8, 32, 0.384),
+    ("c7i.2xlarge", 8, 16, 0.357),
+    ("r7i.xlarge", 4, 32, 0.2646),
+])
+_GCP_CPU = _cpu_shapes(Cloud.GCP, [
+    ("n2-standard-2", 2, 8, 0.0971),
+    ("n2-standard-4", 4, 16, 0.1942),
+    ("n2-standard-8", 8, 32, 0.3885),
+    ("n2-standard-16", 16, 64, 0.7769),
+    ("n2d-standard-4", 4, 16, 0.169),
+    ("e2-standard-4", 4, 16, 0.134),
+    ("c3-standard-4", 4, 16, 0.2014),
+])
+_AZURE_CPU = _cpu_shapes(Cloud.AZURE, [
+    ("Standard_D2ds_v5", 2, 8, 0.113),
+    ("Standard_D4ds_v5", 4, 16, 0.226),
+    ("Standard_D8ds_v5", 8, 32, 0.452),
+    ("Standard_D16ds_v5", 16, 64, 0.904),
+    ("Standard_D4s_v5", 4, 16, 0.192),
+    ("Standard_D8s_v5", 8, 32, 0.384),
+    ("Standard_D4as_v5", 4, 16, 0.172),
+])
+
+SYSTEM_MACHINES: dict[Cloud, dict[str, CpuShape]] = {
+    Cloud.AWS: _AWS_CPU, Cloud.GCP: _GCP_CPU, Cloud.AZURE: _AZURE_CPU,
+}
+# The system pool's machine type when the stack names none: 4 vCPUs, 16 GiB on every cloud.
+DEFAULT_SYSTEM_MACHINE: dict[Cloud, str] = {
+    Cloud.AWS: "m7i.xlarge", Cloud.GCP: "n2-standard-4", Cloud.AZURE: "Standard_D4ds_v5",
+}
+
+
+def system_machine(cloud: Cloud, name: str | None = None) -> CpuShape | None:
+    """A system-pool machine type of `cloud` (its default when `name` is None), or None if unknown."""
+    return SYSTEM_MACHINES[cloud].get(DEFAULT_SYSTEM_MACHINE[cloud] if name is None else name)
+
+
 __all__ = [
+    "DEFAULT_SYSTEM_MACHINE",
     "GPUS",
     "MACHINES",
+    "SYSTEM_MACHINES",
     "AmdPartition",
     "Cloud",
+    "CpuShape",
     "GpuModel",
     "GpuSpec",
     "MachineShape",
     "MigProfile",
     "Vendor",
     "machine",
+    "system_machine",
 ]

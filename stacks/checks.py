@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import combinations
 
 from serving import mig
@@ -17,6 +16,9 @@ from serving.hardware import MACHINES, Cloud, GpuModel, GpuSpec, Vendor, machine
 from serving.models import CATALOG
 from serving.posture import posture
 from serving.sharing import Mig
+from stacks.checks_base import Problem
+from stacks.checks_limits import check_limits
+from stacks.checks_values import check_values
 from stacks.layout import models_in
 from stacks.naming import AKS_POOL_NAME, AKS_POOL_NAME_MAX, AKS_SYSTEM_POOL, aks_pool_name
 from stacks.netplan import address_plan
@@ -40,12 +42,6 @@ SYSTEM_POOL_NAME = "system"
 MIN_PREFIX, MAX_PREFIX = 16, 20
 
 
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    message: str
-
-
 def _choices(values: object) -> str:
     return ", ".join(sorted(str(v) for v in values))  # type: ignore[attr-defined]
 
@@ -59,6 +55,8 @@ def check(spec: StackSpec) -> list[Problem]:
         *_check_models(spec),
         *_check_tenants(spec),
         *_check_aks_pools(spec),
+        *check_values(spec),
+        *check_limits(spec),
     ]
 
 

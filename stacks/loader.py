@@ -1,11 +1,16 @@
 """Turn the `rtip:platform` config value into a StackSpec, or a SpecError listing every problem.
 
 The same function serves the Pulumi program (value from `pulumi.Config`) and the offline CLI
-(value read from the stack file), so both reject the same input with the same messages.
+(value read from the stack file), so both reject the same input with the same messages. Messages
+are plain words: pydantic's errors are rewritten here (`_plain`), never shown as regexes or class
+names; a value of the wrong kind says what YAML read (a number where text is expected gets a hint
+to quote it).
 """
 
 from __future__ import annotations
 
+import difflib
+import math
 import types
 import typing
 from collections.abc import Sequence
@@ -14,7 +19,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from stacks.checks import Problem, check
-from stacks.schema import CONFIG_KEY, StackSpec
+from stacks.schema import CONFIG_KEY, PATTERN_WORDS, StackSpec
+
+KEY_MARK = "[key]"  # pydantic's last loc item when a mapping's key, not its value, is wrong
 
 
 class SpecError(Exception):
@@ -54,26 +61,140 @@ def load_spec(raw: Any, source: str) -> StackSpec:
 
 
 def _problem(error: Any) -> Problem:
-    path, model = _path(error["loc"])
+    loc = list(error["loc"])
+    is_key = bool(loc) and loc[-1] == KEY_MARK
+    if is_key:
+        loc.pop()
+    path, owner, tp = _path(loc)
     kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        key = str(ctx.get("discriminator", "")).strip("'")
+        tags = ", ".join(_union_members(_unwrap(tp)))
+        path = f"{path}.{key}" if path else key
+        if kind == "union_tag_not_found":
+            return Problem(path, f"required key is missing; expected one of: {tags}")
+        return Problem(path, f"unknown {key} {ctx.get('tag')!r}; expected one of: {tags}")
+    field = path.rsplit(".", 1)[-1]
     if kind == "extra_forbidden":
-        allowed = ", ".join(model.model_fields) if model else ""
-        return Problem(path, f"unknown key; expected one of: {allowed}")
+        allowed = list(owner.model_fields) if owner else []
+        close = difflib.get_close_matches(field, allowed, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return Problem(path, f"unknown key{hint}; expected one of: {', '.join(allowed)}")
     if kind == "missing":
         return Problem(path, "required key is missing")
-    got = error.get("input")
-    shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
-    return Problem(path, f"{error['msg'][0].lower()}{error['msg'][1:]} (got {shown})")
+    message = _plain(kind, ctx, error.get("input"), _optional(owner, field), error["msg"])
+    return Problem(path, f"as a key: {message}" if is_key else message)
 
 
-def _path(loc: Sequence[Any]) -> tuple[str, type[BaseModel] | None]:
+def _shown(value: Any) -> str:
+    """A value as the stack file wrote it: YAML spellings for booleans, null and non-finite numbers."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _kind_of(value: Any) -> str:
+    """What YAML made of a value, for `expected X, got <this>`."""
+    if isinstance(value, bool):
+        return f"the boolean {_shown(value)}"
+    if isinstance(value, (int, float)):
+        return f"the number {_shown(value)}"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    return _shown(value)
+
+
+def _quote_hint(value: Any) -> str:
+    if isinstance(value, bool):
+        return ("; YAML reads unquoted true/false/yes/no/on/off as booleans: put the value in quotes")
+    if isinstance(value, float):
+        return (f"; put the value in quotes, e.g. \"{value}\" (unquoted, YAML reads digits as a number "
+                "and drops trailing zeros: 1.30 becomes 1.3)")
+    if isinstance(value, int):
+        return f"; put the value in quotes: \"{value}\""
+    return ""
+
+
+def _plain(kind: str, ctx: dict[str, Any], got: Any, optional: bool, msg: str) -> str:
+    """One pydantic error type in plain words."""
+    limits = {"greater_than_equal": ("at least", "ge"), "greater_than": ("more than", "gt"),
+              "less_than_equal": ("at most", "le"), "less_than": ("less than", "lt")}
+    if kind in limits:
+        words, key = limits[kind]
+        limit = ctx[key]
+        if isinstance(limit, float) and limit.is_integer():
+            limit = int(limit)
+        return f"must be {words} {_shown(limit)} (got {_shown(got)})"
+    if kind == "string_pattern_mismatch":
+        words = PATTERN_WORDS.get(str(ctx.get("pattern")), "does not have the expected form")
+        return f"{words} (got {_shown(got)})"
+    if kind == "string_type":
+        return f"expected text, got {_kind_of(got)}{_quote_hint(got)}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        hint = "; remove the quotes" if isinstance(got, str) and got.strip().isdigit() else ""
+        if isinstance(got, float) and got.is_integer():
+            hint = f"; write {int(got)}"
+        return f"expected a whole number, got {_kind_of(got)}{hint}"
+    if kind in ("float_type", "float_parsing"):
+        hint = "; remove the quotes" if isinstance(got, str) and _is_number(got) else ""
+        return f"expected a number, got {_kind_of(got)}{hint}"
+    if kind == "finite_number":
+        return f"expected a finite number, got {_shown(got)}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"expected true or false, got {_kind_of(got)}"
+    if kind in ("literal_error", "enum"):
+        return f"expected {ctx.get('expected')} (got {_shown(got)})"
+    if kind == "too_short":
+        least = int(ctx.get("min_length", 1))
+        what = "must not be empty" if least == 1 else f"needs at least {least} items"
+        return what + ("; leave the key out for the default" if optional and least == 1 else "")
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind in ("list_type", "tuple_type", "set_type"):
+        return f"expected a list ([a, b] or one '- item' line each), got {_kind_of(got)}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"expected a mapping (key: value), got {_kind_of(got)}"
+    if kind.startswith("network_"):  # stacks.schema's own words
+        return msg if kind == "network_host_bits" else f"{msg} (got {_kind_of(got)})"
+    return f"{msg[0].lower()}{msg[1:]} (got {_shown(got)})"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _optional(owner: type[BaseModel] | None, field: str) -> bool:
+    """Whether leaving the key out is allowed (it has a default)."""
+    info = owner.model_fields.get(field) if owner else None
+    return info is not None and not info.is_required()
+
+
+def _path(loc: Sequence[Any]) -> tuple[str, type[BaseModel] | None, Any]:
     """A key path like `regions[0].gpu_pools[1].sharing.layout`, dropping the discriminator tags
-    pydantic inserts for tagged unions, and the model that owns the last key."""
+    pydantic inserts for tagged unions; the model that owns the last key; the last key's type."""
     parts: list[str] = []
     tp: Any = StackSpec
     owner: type[BaseModel] | None = StackSpec
     for item in loc:
         tp = _unwrap(tp)
+        if typing.get_origin(tp) is dict:
+            parts.append(f".{item}" if _plain_key(item) else f'["{item}"]')
+            tp = typing.get_args(tp)[1]
+            owner = None
+            continue
         if isinstance(item, int):
             parts.append(f"[{item}]")
             args = typing.get_args(tp)
@@ -91,10 +212,11 @@ def _path(loc: Sequence[Any]) -> tuple[str, type[BaseModel] | None]:
             owner = None
             tp = Any
         parts.append(("." if parts else "") + str(item))
-    last = _unwrap(tp)
-    if isinstance(last, type) and issubclass(last, BaseModel):
-        owner = last
-    return "".join(parts), owner
+    return "".join(parts).lstrip("."), owner, tp
+
+
+def _plain_key(key: object) -> bool:
+    return isinstance(key, str) and key.replace("-", "").replace("_", "").isalnum()
 
 
 def _unwrap(tp: Any) -> Any:

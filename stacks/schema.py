@@ -2,22 +2,75 @@
 
 All of a stack's configuration lives under the one config key `rtip:platform` (see `CONFIG_KEY`),
 so `pulumi config` and the offline engine read the same document. This module checks shape and
-types; `stacks.checks` then checks everything that spans fields or needs the catalogs.
+types; `stacks.checks` then checks everything that spans fields or needs the catalogs. Every field
+carries a `description`: `rtip schema` prints them as the stack file's JSON Schema, which editors
+use for completion and validation.
+
+Numbers are strict: a whole number where one is expected (not `"4"`, `4.0` or `true`), and no
+`.nan` or `.inf`. Text fields are never empty and have no leading or trailing spaces. Every regex
+here has its plain-words reading in `PATTERN_WORDS`, which error messages show instead.
 """
 
 from __future__ import annotations
 
 from ipaddress import IPv4Network
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
+from pydantic_core import PydanticCustomError
 
 from serving.models import Quantization
 
 CONFIG_NAMESPACE = "rtip"
 CONFIG_KEY = f"{CONFIG_NAMESPACE}:platform"
 
-Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")]
+NAME_PATTERN = r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$"
+TEXT_PATTERN = r"^\S(.*\S)?$"
+KUBERNETES_VERSION_PATTERN = r"^1\.(2[89]|3[0-9])$"
+GCP_PROJECT_PATTERN = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"
+GCP_PROJECT_NUMBER_PATTERN = r"^[0-9]{6,20}$"
+NAME_PREFIX_PATTERN = r"^[a-z][a-z0-9]{2,11}$"
+
+# What each pattern means, in the words an error message uses (never the regex itself).
+PATTERN_WORDS: dict[str, str] = {
+    NAME_PATTERN: "2 to 40 characters: lowercase letters, digits and '-', starting with a letter "
+                  "and ending with a letter or digit",
+    TEXT_PATTERN: "must not be empty or start or end with a space",
+    KUBERNETES_VERSION_PATTERN: "a Kubernetes minor version from 1.28 to 1.39, written as text "
+                                "in quotes, e.g. \"1.33\"",
+    GCP_PROJECT_PATTERN: "a GCP project ID: 6 to 30 characters: lowercase letters, digits and "
+                         "'-', starting with a letter and ending with a letter or digit",
+    GCP_PROJECT_NUMBER_PATTERN: "the project's number: 6 to 20 digits, in quotes",
+    NAME_PREFIX_PATTERN: "3 to 12 characters: lowercase letters and digits, starting with a letter",
+}
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
+Count = Annotated[int, Strict()]  # a whole number as YAML writes one: not "4", 4.0 or true
+Rate = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # a finite number; 2 and 2.5 both
+
+
+def _network_text(value: Any) -> Any:
+    """An IPv4 network written as text (`10.10.0.0/16`), with its host bits clear."""
+    if not isinstance(value, str):
+        raise PydanticCustomError("network_type", "expected an IPv4 network written as text, "
+                                  "e.g. 10.10.0.0/16")
+    try:
+        return IPv4Network(value)
+    except ValueError as err:
+        if "host bits set" in str(err):
+            fixed = IPv4Network(value, strict=False)
+            raise PydanticCustomError("network_host_bits", "{value} has host bits set; the network "
+                                      "it lies in is {fixed}", {"value": value, "fixed": str(fixed)}
+                                      ) from None
+        raise PydanticCustomError("network_parsing", "expected an IPv4 network: four numbers 0-255 "
+                                  "and a prefix length 0-32, e.g. 10.10.0.0/16") from None
+
+
+Network = Annotated[IPv4Network, BeforeValidator(_network_text)]
+# Lists whose items must differ: stacks.checks reports a repeat with its path; the JSON Schema
+# says so too, so editors flag it.
+UNIQUE: dict[str, Any] = {"uniqueItems": True}
 
 
 class _Spec(BaseModel):
@@ -27,30 +80,39 @@ class _Spec(BaseModel):
 class WholeGpu(_Spec):
     """Each replica gets whole GPUs (tensor parallelism spans several)."""
 
-    mode: Literal["whole"] = "whole"
+    mode: Literal["whole"] = Field(default="whole", description="Whole GPUs per replica.")
 
 
 class MigSharing(_Spec):
     """NVIDIA MIG: a named mig-parted layout (`all-balanced`, `all-3g.40gb` ...) or explicit
     profile counts per GPU (`{"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}`). Exactly one of the two."""
 
-    mode: Literal["mig"]
-    layout: str | None = None
-    profiles: dict[str, int] | None = None
+    mode: Literal["mig"] = Field(description="NVIDIA Multi-Instance GPU partitions.")
+    layout: Text | None = Field(default=None, description=(
+        "A named mig-parted layout applied to every GPU of the pool (all-balanced, all-1g.10gb, "
+        "all-3g.40gb ...; the names depend on the GPU's memory). Give this or `profiles`."))
+    profiles: dict[Text, Annotated[Count, Field(ge=1)]] | None = Field(
+        default=None, min_length=1, description=(
+            "MIG instances per GPU: profile name -> count (e.g. {3g.40gb: 2}); they must fit one "
+            "GPU's 7 compute and 8 memory slices. Give this or `layout`."))
 
 
 class TimeSlicing(_Spec):
     """NVIDIA device-plugin time-slicing: each GPU is advertised `replicas` times."""
 
-    mode: Literal["time_slice"]
-    replicas: int = Field(ge=2, le=16)
+    mode: Literal["time_slice"] = Field(description=(
+        "NVIDIA device-plugin time-slicing (no isolation between the sharers)."))
+    replicas: Count = Field(ge=2, le=16, description=(
+        "How many pods share each GPU (2 to 16); each gets 1/replicas of its time and memory."))
 
 
 class AmdPartitioning(_Spec):
     """AMD MI300X compute/memory partitioning through the Device Config Manager."""
 
-    mode: Literal["partition"]
-    profile: Literal["SPX-NPS1", "CPX-NPS1", "CPX-NPS4"]
+    mode: Literal["partition"] = Field(description="AMD Instinct compute/memory partitions.")
+    profile: Literal["SPX-NPS1", "CPX-NPS1", "CPX-NPS4"] = Field(description=(
+        "Partition profile: SPX-NPS1 one GPU per device, CPX-NPS1 and CPX-NPS4 eight partitions "
+        "per GPU (NPS4 splits memory too)."))
 
 
 class PlannedSharing(_Spec):
@@ -58,9 +120,12 @@ class PlannedSharing(_Spec):
     profile on GKE and AKS), a time-slice width (non-MIG NVIDIA GPUs), or AMD CPX partitions; the
     cheapest that serves the models at peak within their tiers. `allow` narrows the choice."""
 
-    mode: Literal["auto"] = "auto"
+    mode: Literal["auto"] = Field(default="auto", description=(
+        "The planner chooses the sharing (the default)."))
     allow: list[Literal["whole", "mig", "time_slice", "partition"]] | None = Field(
-        default=None, min_length=1)
+        default=None, min_length=1, json_schema_extra=UNIQUE, description=(
+            "The sharing modes the planner may choose from, each once (default: every mode the "
+            "GPU supports)."))
 
 
 Sharing = Annotated[
@@ -75,96 +140,157 @@ class GpuPoolSpec(_Spec):
     and raises `min_nodes` to what the models' minimum replicas need. A stated sharing is kept and
     the planner fits the models into it."""
 
-    name: Name
-    machine_type: str
-    gpu: str | None = None  # checked against the machine type's GPU when given
-    min_nodes: int = Field(default=0, ge=0)  # a floor; the plan may hold more nodes
-    max_nodes: int = Field(ge=1)  # the ceiling the autoscaler and the planner stay within
-    capacity_type: Literal["on_demand", "spot"] = "on_demand"
-    sharing: Sharing = PlannedSharing()
-    zones: list[str] | None = None
+    name: Name = Field(description=(
+        "The pool's name, unique in its region; an identity (renaming replaces the pool). "
+        "Not `system`."))
+    machine_type: Text = Field(description=(
+        "A GPU machine type of the region's cloud (serving/hardware.py MACHINES), e.g. "
+        "g6.2xlarge, a3-highgpu-8g, Standard_NC40ads_H100_v5."))
+    gpu: Text | None = Field(default=None, description=(
+        "The GPU the machine type must carry (L4, L40S, A100-80GB, H100-80GB, H100-NVL-94GB, "
+        "MI300X); a guard against a mistyped machine type. Default: not checked."))
+    min_nodes: Count = Field(default=0, ge=0, description=(
+        "Nodes the pool keeps at least, over all its zones (default 0); the plan raises it to what "
+        "the models' minimum replicas need."))
+    max_nodes: Count = Field(ge=1, description=(
+        "The most nodes the pool may grow to, over all its zones: the autoscaler's ceiling, which "
+        "the planner stays within."))
+    capacity_type: Literal["on_demand", "spot"] = Field(default="on_demand", description=(
+        "on_demand (the default) or spot (cheaper, may be reclaimed)."))
+    sharing: Sharing = Field(default=PlannedSharing(), description=(
+        "How GPUs are shared between replicas; default {mode: auto}: the planner chooses."))
+    zones: list[Text] | None = Field(default=None, min_length=1, json_schema_extra=UNIQUE, description=(
+        "A subset of the region's zones, each once. Default: every zone of the region."))
 
 
 class SystemPoolSpec(_Spec):
     """CPU nodes for the platform services; the default machine type is per cloud."""
 
-    machine_type: str | None = None
-    min_nodes: int = Field(default=2, ge=1)
-    max_nodes: int = Field(default=6, ge=1)
+    machine_type: Text | None = Field(default=None, description=(
+        "A CPU machine type of the region's cloud (serving/hardware.py SYSTEM_MACHINES). Default "
+        "per cloud: m7i.xlarge (AWS), n2-standard-4 (GCP), Standard_D4ds_v5 (Azure)."))
+    min_nodes: Count = Field(default=2, ge=1, description="Nodes at least, over all zones (default 2).")
+    max_nodes: Count = Field(default=6, ge=1, description="Nodes at most, over all zones (default 6).")
 
 
 class NetworkSpec(_Spec):
     """The region's address space; subnets per zone are carved out of it."""
 
-    cidr: IPv4Network
+    cidr: Network = Field(description=(
+        "The region's network, a /16 to /20 in private address space (10.0.0.0/8, 172.16.0.0/12 "
+        "or 192.168.0.0/16), not overlapping another region's; split into subnets per zone."))
 
 
 class _RegionSpec(_Spec):
-    region: str
-    zones: list[str] = Field(min_length=1)
-    network: NetworkSpec
-    system_pool: SystemPoolSpec = SystemPoolSpec()
-    gpu_pools: list[GpuPoolSpec] = Field(default_factory=list)
-    # Networks allowed to reach the Kubernetes API from outside the VPC; never used in prod,
-    # whose API endpoint is private.
-    api_access_cidrs: list[IPv4Network] = Field(default_factory=list)
+    region: Text = Field(description="The cloud's region name, e.g. us-east-1, us-central1, eastus.")
+    zones: list[Text] = Field(min_length=1, json_schema_extra=UNIQUE, description=(
+        "Zones of the region the cluster spans, each once (prod: at least 2). Azure zones are "
+        "\"1\", \"2\", \"3\"."))
+    network: NetworkSpec = Field(description="The region's address space.")
+    system_pool: SystemPoolSpec = Field(default=SystemPoolSpec(), description=(
+        "CPU nodes for the platform services (default: the cloud's default machine type, 2 to 6 "
+        "nodes)."))
+    gpu_pools: list[GpuPoolSpec] = Field(default_factory=list, description=(
+        "GPU node pools, names unique in the region. Default: none."))
+    api_access_cidrs: list[Network] = Field(default_factory=list, json_schema_extra=UNIQUE, description=(
+        "Public networks allowed to reach the Kubernetes API from outside the VPC, each once; not "
+        "0.0.0.0/0 nor any range wider than a /8, not private ranges. Not allowed in prod, whose "
+        "API endpoint is private. Default: none (the API is reached from inside the network)."))
 
 
 class AwsRegion(_RegionSpec):
-    cloud: Literal["aws"]
+    """A region on AWS: an EKS cluster in its own VPC."""
+
+    cloud: Literal["aws"] = Field(description="aws: the region's cluster is EKS.")
 
 
 class GcpRegion(_RegionSpec):
-    cloud: Literal["gcp"]
-    project: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
+    """A region on GCP: a regional GKE cluster in the given project."""
+
+    cloud: Literal["gcp"] = Field(description="gcp: the region's cluster is GKE (needs project).")
+    project: Annotated[str, Field(pattern=GCP_PROJECT_PATTERN)] = Field(description=(
+        "The GCP project ID the cluster lives in."))
     # The project's number names its Google service agents, which customer keys must trust;
     # required in prod (customer-managed encryption). Not a secret: `gcloud projects describe`.
-    project_number: Annotated[str, Field(pattern=r"^[0-9]{6,20}$")] | None = None
+    project_number: Annotated[str, Field(pattern=GCP_PROJECT_NUMBER_PATTERN)] | None = Field(
+        default=None, description=(
+            "The project's number (gcloud projects describe PROJECT "
+            "--format='value(projectNumber)'), in quotes; required in prod, whose customer-managed "
+            "keys must trust the project's service agents."))
 
 
 class AzureRegion(_RegionSpec):
-    cloud: Literal["azure"]
+    """A region on Azure: an AKS cluster in its own resource group and VNet."""
+
+    cloud: Literal["azure"] = Field(description="azure: the region's cluster is AKS.")
 
 
 RegionSpec = Annotated[AwsRegion | GcpRegion | AzureRegion, Field(discriminator="cloud")]
 
 
 class ReplicaBounds(_Spec):
-    min: int = Field(ge=0)
-    max: int = Field(ge=1)
+    """Replica bounds that override the planner's sizing (the replicas are still packed onto pools)."""
+
+    min: Count = Field(ge=0, description="Replicas at least, over all zones of a region.")
+    max: Count = Field(ge=1, description="Replicas at most, over all zones of a region; not below min.")
 
 
 class TokenMix(_Spec):
     """Mean tokens per request, for sizing; defaults are the means of the Azure 2023 conversation
     trace in `../shared/traces` (1,155 context, 211 generated tokens)."""
 
-    input_tokens: int = Field(default=1155, ge=1)
-    output_tokens: int = Field(default=211, ge=1)
+    input_tokens: Count = Field(default=1155, ge=1, description=(
+        "Mean prompt tokens per request (default 1155); with output_tokens within the model's "
+        "context (or max_model_len)."))
+    output_tokens: Count = Field(default=211, ge=1, description=(
+        "Mean generated tokens per request (default 211)."))
 
 
 class ModelSpec(_Spec):
-    name: Name
-    catalog: str  # a key of serving.models.CATALOG
-    source_uri: str | None = None  # default: the model's folder in the regional weights store
-    tier: str | None = None  # default: the stack's default_tier
-    peak_qps: float = Field(gt=0)
-    regions: list[str] | None = None  # default: every region of the stack
-    pool: str | None = None  # default: the cheapest pool of the region it fits
-    tensor_parallel: int | None = Field(default=None, ge=1, le=8)
-    allowed_quantization: list[Quantization] = Field(default_factory=list)
-    max_model_len: int | None = Field(default=None, ge=256)
-    replicas: ReplicaBounds | None = None
-    tokens: TokenMix = TokenMix()
+    """A model the stack serves, in every region it names, sized for its peak within its tier."""
+
+    name: Name = Field(description="The model's name, unique in the stack; names its deployments.")
+    catalog: Text = Field(description="A key of the model catalog (serving/models.py), e.g. "
+                                      "llama-3.1-8b-instruct.")
+    source_uri: Text | None = Field(default=None, description=(
+        "Where the weights come from. Default: the model's folder in the region's weights store."))
+    tier: Text | None = Field(default=None, description=(
+        "The SLO tier the model must meet (interactive, standard, batch). Default: the stack's "
+        "default_tier."))
+    peak_qps: Rate = Field(gt=0, description="Peak requests per second, per region it runs in.")
+    regions: list[Text] | None = Field(default=None, min_length=1, json_schema_extra=UNIQUE, description=(
+        "Regions of this stack the model runs in, each once. Default: every region."))
+    pool: Text | None = Field(default=None, description=(
+        "The GPU pool to run on, by name, in every region of the model. Default: the planner "
+        "chooses the cheapest pool it fits."))
+    tensor_parallel: Count | None = Field(default=None, ge=1, le=8, description=(
+        "GPUs per replica (1, 2, 4 or 8), all on one node; at most the GPUs of a node of its "
+        "pools. Default: the planner chooses."))
+    allowed_quantization: list[Quantization] = Field(default_factory=list, json_schema_extra=UNIQUE,
+                                                      description=(
+        "Weight variants the planner may choose besides the native BF16 ones (fp8, int8, int4), "
+        "each once. Default (or empty): native weights only."))
+    max_model_len: Count | None = Field(default=None, ge=256, description=(
+        "The context each replica serves, in tokens (prompt plus output); at most the model's "
+        "context and at least the token mix. Default: the model's full context."))
+    replicas: ReplicaBounds | None = Field(default=None, description=(
+        "Replica bounds that override the sizing. Default: sized from peak_qps and the tier."))
+    tokens: TokenMix = Field(default=TokenMix(), description=(
+        "Mean tokens per request, for sizing (default: 1155 in, 211 out)."))
 
 
 class TenantSpec(_Spec):
     """A gateway tenant: its key is a Pulumi secret config value named `api_key_secret`."""
 
-    name: Name
-    requests_per_minute: int = Field(ge=1)
-    tokens_per_minute: int | None = Field(default=None, ge=1)
-    models: list[str] = Field(min_length=1)
-    api_key_secret: str
+    name: Name = Field(description="The tenant's name, unique in the stack.")
+    requests_per_minute: Count = Field(ge=1, description="The tenant's request rate limit, per minute.")
+    tokens_per_minute: Count | None = Field(default=None, ge=1, description=(
+        "The tenant's token rate limit, per minute (prompt plus output). Default: no token limit."))
+    models: list[Text] = Field(min_length=1, json_schema_extra=UNIQUE, description=(
+        "Model names of this stack the tenant may call, each once; \"*\" for every model."))
+    api_key_secret: Text = Field(description=(
+        "The name of the secret config value (pulumi config set --secret NAME) holding the "
+        "tenant's API key."))
 
 
 class RegistriesSpec(_Spec):
@@ -173,25 +299,33 @@ class RegistriesSpec(_Spec):
     `name_prefix` starts every bucket and registry name; bucket names are global on every cloud,
     so give each organisation its own."""
 
-    name_prefix: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{2,11}$")] = "rtip"
-    images: list[Name] = Field(default_factory=lambda: ["vllm-openai", "vllm-rocm"])
-    weights_versions_kept: int = Field(default=3, ge=1)
+    name_prefix: Annotated[str, Field(pattern=NAME_PREFIX_PATTERN)] = Field(
+        default="rtip", description=(
+            "Starts every bucket and registry name (default rtip); bucket names are global, so "
+            "give each organisation its own."))
+    images: list[Name] = Field(default_factory=lambda: ["vllm-openai", "vllm-rocm"], min_length=1,
+                               json_schema_extra=UNIQUE,
+                               description=(
+        "Image repositories mirrored into every region, each once (default: vllm-openai, "
+        "vllm-rocm)."))
+    weights_versions_kept: Count = Field(default=3, ge=1, description=(
+        "Published weights versions kept per model, the current one included (default 3)."))
 
 
 class TierDefinition(_Spec):
     """An SLO tier of this stack: a new tier (give at least `ttft_ms` and `tpot_ms`) or an override
     of a built-in one (interactive, standard, batch), whose unstated fields keep their values."""
 
-    ttft_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
+    ttft_ms: Rate | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
         "Time to first token the tier promises at `percentile`, in milliseconds."))
-    tpot_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
+    tpot_ms: Rate | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
         "Time per output token the tier promises at `percentile`, in milliseconds."))
-    percentile: float | None = Field(default=None, ge=50, le=99.9, allow_inf_nan=False, description=(
+    percentile: Rate | None = Field(default=None, ge=50, le=99.9, allow_inf_nan=False, description=(
         "The percentile both latency targets hold at (default 99)."))
-    availability: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False, description=(
+    availability: Rate | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False, description=(
         "Share of requests that must succeed within the targets over 30 days (default 0.995); "
         "one minus it is the error budget."))
-    burst_headroom: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False, description=(
+    burst_headroom: Rate | None = Field(default=None, ge=0, le=2, allow_inf_nan=False, description=(
         "Capacity held above peak for bursts the autoscaler has not caught up with, as a share of "
         "peak (default 0.2)."))
     allows_time_slicing: bool | None = Field(default=None, description=(
@@ -200,16 +334,25 @@ class TierDefinition(_Spec):
 
 
 class StackSpec(_Spec):
-    environment: Literal["dev", "staging", "prod"]
-    default_tier: str = "standard"
+    """One environment: its regions, their GPU pools, the models it serves and its tenants."""
+
+    environment: Literal["dev", "staging", "prod"] = Field(description=(
+        "dev, staging or prod; prod needs 2 zones per region and keeps the API private."))
+    default_tier: Text = Field(default="standard", description=(
+        "The SLO tier of models that name none (default standard)."))
     tiers: dict[Name, TierDefinition] = Field(default_factory=dict, description=(
         "SLO tiers this stack adds or overrides, by name; the built-in tiers are interactive, "
         "standard and batch."))
-    kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.33"
-    regions: list[RegionSpec] = Field(min_length=1)
-    registries: RegistriesSpec = RegistriesSpec()
-    models: list[ModelSpec] = Field(default_factory=list)
-    tenants: list[TenantSpec] = Field(default_factory=list)
+    kubernetes_version: Annotated[str, Field(pattern=KUBERNETES_VERSION_PATTERN)] = Field(
+        default="1.33", description="The clusters' Kubernetes minor version, in quotes (default \"1.33\").")
+    regions: list[RegionSpec] = Field(min_length=1, description=(
+        "The regions of the stack, each once; each gets a cluster."))
+    registries: RegistriesSpec = Field(default=RegistriesSpec(), description=(
+        "Image registries and weights stores (default: prefix rtip, the vLLM images)."))
+    models: list[ModelSpec] = Field(default_factory=list, description=(
+        "The models served, names unique. Default: none."))
+    tenants: list[TenantSpec] = Field(default_factory=list, description=(
+        "Gateway tenants, names unique. Default: none."))
 
     @property
     def is_prod(self) -> bool:
@@ -219,6 +362,7 @@ class StackSpec(_Spec):
 __all__ = [
     "CONFIG_KEY",
     "CONFIG_NAMESPACE",
+    "PATTERN_WORDS",
     "AmdPartitioning",
     "AwsRegion",
     "AzureRegion",

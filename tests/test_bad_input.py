@@ -44,7 +44,7 @@ CASES = [
     (["regions", 0, "gpu_pools", 0, "colour"], "blue",
      "rtip:platform.regions[0].gpu_pools[0].colour", "unknown key; expected one of: name, machine_type"),
     (["regions", 0, "gpu_pools", 0, "max_nodes"], "four",
-     "rtip:platform.regions[0].gpu_pools[0].max_nodes", "valid integer"),
+     "rtip:platform.regions[0].gpu_pools[0].max_nodes", "expected a whole number, got the text 'four'"),
     (["models", 0, "tier"], "gold", "rtip:platform.models[0].tier", "unknown tier 'gold'"),
     (["regions", 0, "gpu_pools", 0, "gpu"], "A10G", "rtip:platform.regions[0].gpu_pools[0].gpu",
      "unknown GPU 'A10G'"),
@@ -58,12 +58,12 @@ CASES = [
      "zone 'us-west-2a' is not in aws region us-east-1"),
     (["regions", 0, "region"], "us-east-9", "rtip:platform.regions[0].region",
      "unknown aws region 'us-east-9'"),
-    (["regions", 0, "cloud"], "oracle", "rtip:platform.regions[0]",
-     "does not match any of the expected tags"),
+    (["regions", 0, "cloud"], "oracle", "rtip:platform.regions[0].cloud",
+     "unknown cloud 'oracle'; expected one of: aws, gcp, azure"),
     (["regions", 0, "network", "cidr"], "10.10.0.0/24", "rtip:platform.regions[0].network.cidr",
      "expected a /16 to /20"),
     (["regions", 0, "network", "cidr"], "10.10.0.0/33", "rtip:platform.regions[0].network.cidr",
-     "valid IPv4 network"),
+     "expected an IPv4 network: four numbers 0-255 and a prefix length 0-32"),
     (["models", 1, "name"], "llama-3b", "rtip:platform.models[1].name", "used twice"),
     (["models", 0, "catalog"], "gpt-5", "rtip:platform.models[0].catalog", "unknown model 'gpt-5'"),
     (["models", 0, "pool"], "h100", "rtip:platform.models[0].pool", "pool 'h100' does not exist"),
@@ -74,7 +74,7 @@ CASES = [
     (["regions", 0, "gpu_pools", 0, "sharing"], {"mode": "auto", "allow": ["whole", "mig"]},
      "rtip:platform.regions[0].gpu_pools[0].sharing.allow[1]", "L4 cannot run mig"),
     (["regions", 0, "gpu_pools", 0, "sharing"], {"mode": "auto", "allow": []},
-     "rtip:platform.regions[0].gpu_pools[0].sharing.allow", "at least 1 item"),
+     "rtip:platform.regions[0].gpu_pools[0].sharing.allow", "must not be empty; leave the key out"),
     (["models", 0, "regions"], ["eu-west-1"], "rtip:platform.models[0].regions[0]",
      "region 'eu-west-1' is not in this stack"),
     (["tenants", 0, "models"], ["nope"], "rtip:platform.tenants[0].models[0]", "model 'nope' is not in"),
@@ -222,7 +222,7 @@ def test_a_region_needs_zones(tmp_path, capsys) -> None:
     doc = prod_platform()
     doc["regions"][2]["zones"] = []
     err = plan_fails(capsys, write_stack(tmp_path, doc))
-    assert "rtip:platform.regions[2].zones: list should have at least 1 item" in err
+    assert "rtip:platform.regions[2].zones: must not be empty" in err
 
 
 def test_prod_gcp_needs_the_project_number(tmp_path, capsys) -> None:

@@ -1,0 +1,63 @@
+"""Values against their limits, checked before the planner runs, so a stack that cannot work says
+which value is over which limit instead of the planner guessing a cause:
+
+- `tensor_parallel` against the GPUs of one node of every pool the model may use in each region
+  it runs in (its pinned pool, or every GPU pool of the region);
+- the token mix (`tokens.input_tokens + tokens.output_tokens`) against the model's context, or
+  against `max_model_len` when the stack caps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from serving.hardware import Cloud, machine
+from serving.models import CATALOG
+from stacks.checks_base import Problem
+from stacks.schema import ModelSpec, StackSpec
+
+
+def check_limits(spec: StackSpec) -> Iterator[Problem]:
+    for i, model in enumerate(spec.models):
+        yield from _tensor_parallel(f"models[{i}]", spec, model)
+        yield from _token_mix(f"models[{i}]", model)
+
+
+def _tensor_parallel(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:
+    tp = model.tensor_parallel
+    if tp is None or tp == 1:
+        return
+    for region in spec.regions:
+        if model.regions is not None and region.region not in model.regions:
+            continue
+        cloud = Cloud(region.cloud)
+        pools = [p for p in region.gpu_pools if model.pool is None or p.name == model.pool]
+        shapes = [(p.name, machine(cloud, p.machine_type)) for p in pools]
+        known = [(name, s) for name, s in shapes if s is not None]
+        if not known or len(known) < len(shapes):
+            continue  # no pool, or an unknown machine type: reported at its own path
+        if all(s.gpu_count < tp for _, s in known):
+            have = ", ".join(f"{name} has {s.gpu_count} ({s.name})" for name, s in known)
+            which = f"its pool {model.pool!r}" if model.pool else "any pool"
+            yield Problem(f"{at}.tensor_parallel", f"{tp} GPUs per replica must sit on one node, "
+                          f"but no node of {which} in {region.region} has {tp} GPUs: {have}; lower "
+                          f"tensor_parallel or use a machine type with {tp} GPUs")
+
+
+def _token_mix(at: str, model: ModelSpec) -> Iterator[Problem]:
+    card = CATALOG.get(model.catalog)
+    if card is None:
+        return  # an unknown catalog entry is reported at models[i].catalog
+    t = model.tokens
+    total = t.input_tokens + t.output_tokens
+    mix = f"{t.input_tokens} prompt + {t.output_tokens} output = {total} tokens per request"
+    if model.max_model_len is not None:
+        if total > model.max_model_len:
+            yield Problem(f"{at}.max_model_len", f"{model.max_model_len} tokens is less than the "
+                          f"token mix ({mix}); raise max_model_len or lower tokens")
+    elif total > card.context_max:
+        yield Problem(f"{at}.tokens", f"{mix} is more than {card.id}'s context of "
+                      f"{card.context_max} tokens; lower input_tokens or output_tokens")
+
+
+__all__ = ["check_limits"]
