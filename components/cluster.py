@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.contract import ClusterFacts, PoolFacts, cluster_props
 from components.gpu_pools import GpuPool, pool_facts
+from serving.hardware import DEFAULT_SYSTEM_MACHINE
 from serving.posture import Posture
 from stacks.plan import Plan, RegionPlan
 
@@ -98,6 +99,9 @@ class KubernetesCluster(pulumi.ComponentResource, ABC):
         self.stack = plan.spec
         self.kubernetes_version = plan.spec.kubernetes_version
         self.posture: Posture = plan.posture
+        # The system pool's machine: the stack's, else the cloud's default (serving.hardware).
+        self.system_machine_type = (region.region.system_pool.machine_type
+                                    or DEFAULT_SYSTEM_MACHINE[region.cloud])
         self.cloud_provider = provider
         self.child = pulumi.ResourceOptions(parent=self, provider=provider)
         self.build_network()

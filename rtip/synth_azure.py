@@ -5,11 +5,11 @@ the inputs (resource group, VNet, cluster) and sets `name` to the cloud-side nam
 azure-native inputs carry it as `resourceGroupName`, `virtualNetworkName`, `resourceName` ...,
 never as `name`, so the engine's auto-name would be wrong here.
 
-The invokes the program may make read back a cluster it created (its user credentials, its
-kubelet identity). They are answered from `_CONTROL_PLANE`, what the cloud knows of every AKS
-cluster synthesized so far by ARM ID, so a read of a cluster the program never created fails as
-the real API's 404 would. A cluster's state is rewritten each time it is synthesized, and a read
-follows the creation it reads in the same run.
+The one invoke the program makes reads back a cluster it created (its user credentials). It
+is answered from `_CONTROL_PLANE`, what the cloud knows of every AKS cluster synthesized so far by
+ARM ID, so a read of a cluster the program never created fails as the real API's 404 would. A
+cluster's state is rewritten each time it is synthesized, and a read follows the creation it
+reads in the same run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from components.azure.cluster import AKS_AAD_SERVER_ID
-from rtip.synth import AZURE_SUBSCRIPTION, Invoke, SynthArgs, Synthesizer, _uuid, digest, fake_ca
+from rtip.synth_base import AZURE_SUBSCRIPTION, Invoke, SynthArgs, Synthesizer, digest, fake_ca
+from rtip.synth_base import uuid_of as _uuid
 
 AZURE_TENANT = "00000000-0000-4000-8000-0000000000aa"
 
@@ -228,10 +229,6 @@ def _cluster(args: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def _get_managed_cluster(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in _cluster(args).items() if not k.startswith("_")}
-
-
 def _user_credentials(args: dict[str, Any]) -> dict[str, Any]:
     """What `listClusterUserCredential` returns for an Entra ID cluster in `exec` format: one
     base64 kubeconfig whose user runs kubelogin with a device-code login."""
@@ -260,7 +257,6 @@ def _user_credentials(args: dict[str, Any]) -> dict[str, Any]:
 
 # Invokes the Azure program may make offline (token -> answer); see rtip.synth.Invoke.
 AZURE_INVOKES: dict[str, Invoke] = {
-    "azure-native:containerservice:getManagedCluster": _get_managed_cluster,
     "azure-native:containerservice:listManagedClusterUserCredentials": _user_credentials,
 }
 

@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from rtip.synth import SynthArgs, Synthesizer, digest, fake_ca
+from rtip.synth_base import SynthArgs, Synthesizer, digest, fake_ca
 
 COMPUTE_API = "https://www.googleapis.com/compute/v1"
 CONTAINER_API = "https://container.googleapis.com/v1"

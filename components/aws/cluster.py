@@ -16,7 +16,6 @@ from components.contract import PoolFacts, public_api_cidrs
 from components.gpu_pools import GpuPool
 from stacks.schema import AwsRegion
 
-SYSTEM_MACHINE_TYPE = "m7i.xlarge"
 MANAGED_POLICY = "arn:aws:iam::aws:policy/"
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
                  "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore")
@@ -107,7 +106,7 @@ class AwsCluster(KubernetesCluster):
     def build_system_pool(self) -> pulumi.Resource:
         name, system = self.cluster_name, self.region.region.system_pool
         group = system_node_group(
-            f"{name}-system", self.eks, self.node_role, system.machine_type or SYSTEM_MACHINE_TYPE,
+            f"{name}-system", self.eks, self.node_role, self.system_machine_type,
             system.min_nodes, system.max_nodes, self.private_subnets, self.nodes_opts,
         )
         for addon in ADDONS:

@@ -19,7 +19,7 @@ from pulumi_azure_native import resources
 
 from components.azure.keys import ENCRYPT, CustomerKey
 from components.azure.network import DNS_SERVICE_IP, POD_CIDR, SERVICE_CIDR, AzureNetwork
-from components.azure.nodes import SYSTEM_VM_SIZE, gpu_agent_pool, system_pool_profile
+from components.azure.nodes import gpu_agent_pool, system_pool_profile
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
 from components.contract import PoolFacts, public_api_cidrs
 from components.gpu_pools import GpuPool
@@ -196,7 +196,7 @@ class AzureCluster(KubernetesCluster):
                 node_os_upgrade_channel=aks.NodeOSUpgradeChannel.NODE_IMAGE,
             ),
             agent_pool_profiles=[system_pool_profile(
-                system.machine_type or SYSTEM_VM_SIZE, system.min_nodes, system.max_nodes,
+                self.system_machine_type, system.min_nodes, system.max_nodes,
                 region.zones, self.kubernetes_version, self.network.node_subnet_id,
             )],
             tags=self.tags,

@@ -12,7 +12,6 @@ from stacks.naming import AKS_SYSTEM_POOL, aks_pool_name
 from stacks.pools import aks_mig_profile
 
 SYSTEM_POOL = AKS_SYSTEM_POOL
-SYSTEM_VM_SIZE = "Standard_D4ds_v5"
 
 # AKS partitions MIG GPUs itself from the pool's `gpuInstanceProfile`, named by compute slices.
 GPU_INSTANCE_PROFILE: dict[int, aks.GPUInstanceProfile] = {
@@ -152,5 +151,5 @@ def gpu_agent_pool(
 
 
 __all__ = ["EPHEMERAL_OS_CAPACITY_GIB", "GPU_DRIVER", "GPU_INSTANCE_PROFILE", "GPU_OS_DISK_GIB",
-           "SYSTEM_POOL", "SYSTEM_VM_SIZE", "aks_taints", "gpu_agent_pool", "gpu_instance_profile",
+           "SYSTEM_POOL", "aks_taints", "gpu_agent_pool", "gpu_instance_profile",
            "os_disk_gib", "system_pool_profile"]

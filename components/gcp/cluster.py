@@ -13,8 +13,6 @@ from components.gcp.nodes import OAUTH_SCOPES, gpu_node_pool, node_service_accou
 from components.gpu_pools import GpuPool
 from stacks.schema import GcpRegion
 
-SYSTEM_MACHINE_TYPE = "n2-standard-4"
-
 GKE_USER = ExecUser(
     "gke-gcloud-auth-plugin",
     install_hint="Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin",
@@ -111,7 +109,7 @@ class GcpCluster(KubernetesCluster):
         system, region = self.spec.system_pool, self.spec
         return system_node_pool(
             f"{self.cluster_name}-system", self.gke, region.project, region.region, region.zones,
-            system.machine_type or SYSTEM_MACHINE_TYPE, system.min_nodes, system.max_nodes,
+            self.system_machine_type, system.min_nodes, system.max_nodes,
             self.account.email, self.nodes_opts,
         )
 
