@@ -23,6 +23,10 @@ class ChartKey(StrEnum):
     NVIDIA_GPU_OPERATOR = "gpu-operator"
     AMD_GPU_OPERATOR = "gpu-operator-charts"
     KUBE_PROMETHEUS_STACK = "kube-prometheus-stack"
+    KSERVE_LOCALMODEL_CRD = "kserve-localmodel-crd"
+    KSERVE_LOCALMODEL = "kserve-localmodel-resources"
+    KARPENTER_CRD = "karpenter-crd"
+    KARPENTER = "karpenter"
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,14 @@ CHARTS: dict[ChartKey, Chart] = {
     ChartKey.AMD_GPU_OPERATOR: Chart("gpu-operator-charts", "https://rocm.github.io/gpu-operator", "v1.5.1"),
     ChartKey.KUBE_PROMETHEUS_STACK: Chart(
         "kube-prometheus-stack", "oci://ghcr.io/prometheus-community/charts", "88.5.3"),
+    # The local model cache's CRDs, controller and node agent ship apart from kserve-resources
+    # (FACTS.md section 9; ../shared/charts/kserve-localmodel-*/v0.20.0).
+    ChartKey.KSERVE_LOCALMODEL_CRD: Chart("kserve-localmodel-crd", "oci://ghcr.io/kserve/charts", "v0.20.0"),
+    ChartKey.KSERVE_LOCALMODEL: Chart("kserve-localmodel-resources", "oci://ghcr.io/kserve/charts",
+                                      "v0.20.0"),
+    # EKS node autoscaling (FACTS.md section 9; ../shared/charts/karpenter*/1.14.1).
+    ChartKey.KARPENTER_CRD: Chart("karpenter-crd", "oci://public.ecr.aws/karpenter", "1.14.1"),
+    ChartKey.KARPENTER: Chart("karpenter", "oci://public.ecr.aws/karpenter", "1.14.1"),
 }
 
 
