@@ -204,6 +204,9 @@ class AzureCluster(KubernetesCluster):
                 # The autoscaler owns the system pool's live node count.
                 ignore_changes=["agentPoolProfiles[0].count"],
                 depends_on=[key.grant] if key else [],
+                # AKS has no deletion-protection field (EKS and GKE do): where the posture asks for
+                # it, the engine refuses to delete the cluster until the option is removed.
+                protect=env.deletion_protection,
             )),
         )
 
