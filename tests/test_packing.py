@@ -22,6 +22,7 @@ from serving.packing import (
     one_model_per_gpu,
     plan,
 )
+from serving.profiles import profile
 from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
 from serving.tiers import TIERS, Tier
 
@@ -60,12 +61,24 @@ def _check(demands: list[ModelDemand], result) -> None:
     assert [m.model for m in result.models] == [d.name for d in demands]
     for m in result.models:
         d = by_name[m.model]
-        # Memory: weights + KV cache for the batch and a full context fit the slice.
+        # Memory, recomputed from the catalog: the variant's weights plus the KV cache of the
+        # operating batch (K and V, every layer, 2 bytes a value) fit vLLM's share of the slice.
+        card = d.card
+        kv_gb = 2 * card.layers * card.kv_heads * card.head_dim * 2 * m.capacity.batch * (
+            d.input_tokens + d.output_tokens) / 1e9
+        weights = card.weights_gb if not m.quantized else next(
+            v.weights_gb for v in card.variants if v.quantization == m.quantization)
+        assert weights + kv_gb <= m.slice.memory_gb * m.slice.tensor_parallel * 0.90 + 1e-6
         assert m.capacity.memory_needed_gb <= m.slice.memory_gb * GPU_MEMORY_UTILIZATION + 1e-6
         # Zone loss: every zone but one still serves the peak.
         zones = pools[m.pool].zones
         assert m.replicas.per_zone_max * (zones - 1) * m.capacity.qps >= d.peak_qps * (1 - 1e-9)
         assert m.capacity.ttft_tail_s <= d.tier.ttft_ms / 1000 + 1e-9
+        # TPOT, recomputed from the profile: the batch's decode step, stretched by the prefills of
+        # the other requests arriving at the replica's rate, within the tier.
+        prof = profile(card, m.slice, m.quantization)
+        stall = m.capacity.qps * prof.prefill_s(d.input_tokens)
+        assert stall < 1 and prof.tpot_s(m.capacity.batch) / (1 - stall) <= d.tier.tpot_ms / 1000 + 1e-9
         if m.slice.mode is SharingMode.TIME_SLICE:
             assert d.tier.allows_time_slicing
         if m.quantized:
