@@ -1,15 +1,17 @@
 """The typed seam between the cloud-neutral platform and one cloud's components.
 
-Every cloud implements the same four steps, each typed with that cloud's own cluster and store
-classes, so what only one cloud knows (an AKS kubelet identity, an S3 bucket ARN) passes from its
-cluster and its registries to its identity binding without optional fields or string parsing.
+Every cloud provides the same four steps (a provider per region, a cluster per region, the
+registries of all its regions, the model servers' identity per cluster), each typed with that
+cloud's own cluster and store classes, so what only one cloud knows (an AKS kubelet identity, an
+S3 bucket ARN) passes from its cluster and its registries to its identity binding without
+optional fields or string parsing. `components/platform.py` holds one row per cloud.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 import pulumi
 
@@ -17,34 +19,43 @@ from components.cluster import KubernetesCluster
 from components.contract import RegionStore
 from serving.hardware import Cloud
 from stacks.plan import Plan, RegionPlan
+from stacks.schema import RegionSpec
 
 C = TypeVar("C", bound=KubernetesCluster)
 S = TypeVar("S", bound=RegionStore)
+S_co = TypeVar("S_co", bound=RegionStore, covariant=True)
+C_contra = TypeVar("C_contra", bound=KubernetesCluster, contravariant=True)
+S_contra = TypeVar("S_contra", bound=RegionStore, contravariant=True)
 
 
-class CloudKit(ABC, Generic[C, S]):
-    cloud: ClassVar[Cloud]
-
-    @abstractmethod
-    def provider(self, name: str, region: RegionPlan, labels: dict[str, str],
-                 opts: pulumi.ResourceOptions) -> pulumi.ProviderResource:
-        """The region's provider; every resource of the region goes through it."""
-
-    @abstractmethod
-    def cluster(self, name: str, region: RegionPlan, plan: Plan, provider: pulumi.ProviderResource,
-                opts: pulumi.ResourceOptions) -> C:
-        """The region's cluster (components/cluster.py skeleton)."""
-
-    @abstractmethod
-    def stores(self, name: str, plan: Plan, regions: Sequence[RegionPlan],
-               providers: Mapping[str, pulumi.ProviderResource],
-               opts: pulumi.ResourceOptions) -> Mapping[str, S]:
-        """The image registry and weights store of every region of this cloud, by region."""
-
-    @abstractmethod
-    def identity(self, name: str, cluster: C, store: S, after: Sequence[pulumi.Resource],
-                 opts: pulumi.ResourceOptions) -> None:
-        """The model servers' identity on `cluster`, reading `store` only."""
+class ProviderFactory(Protocol):
+    def __call__(self, name: str, region: RegionSpec, labels: dict[str, str],
+                 opts: pulumi.ResourceOptions) -> pulumi.ProviderResource: ...
 
 
-__all__ = ["CloudKit"]
+class HasStores(Protocol[S_co]):
+    @property
+    def stores(self) -> Mapping[str, S_co]: ...
+
+
+class RegistriesFactory(Protocol[S_co]):
+    def __call__(self, name: str, plan: Plan, region_plans: Sequence[RegionPlan],
+                 providers: Mapping[str, pulumi.ProviderResource],
+                 opts: pulumi.ResourceOptions | None = None) -> HasStores[S_co]: ...
+
+
+class IdentityFactory(Protocol[C_contra, S_contra]):
+    def __call__(self, name: str, cluster: C_contra, store: S_contra, after: Sequence[pulumi.Resource],
+                 opts: pulumi.ResourceOptions | None = None) -> object: ...
+
+
+@dataclass(frozen=True)
+class CloudKit(Generic[C, S]):
+    cloud: Cloud
+    provider: ProviderFactory
+    cluster: type[C]  # a KubernetesCluster: (name, region plan, plan, provider, opts)
+    registries: RegistriesFactory[S]
+    identity: IdentityFactory[C, S]
+
+
+__all__ = ["CloudKit", "HasStores", "IdentityFactory", "ProviderFactory", "RegistriesFactory"]

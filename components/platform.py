@@ -8,11 +8,17 @@ from typing import Any
 import pulumi
 
 from components.addons import ClusterAddons
-from components.aws.kit import AwsKit
-from components.azure.kit import AzureKit
+from components.aws.cluster import AwsCluster, aws_provider
+from components.aws.identity import AwsModelIdentity
+from components.aws.registries import AwsRegistries
+from components.azure.cluster import AzureCluster, azure_provider
+from components.azure.identity import AzureModelIdentity
+from components.azure.registries import AzureRegistries
 from components.cluster import KubernetesCluster
 from components.contract import ClusterFacts, RegionStore
-from components.gcp.kit import GcpKit
+from components.gcp.cluster import GcpCluster, gcp_provider
+from components.gcp.identity import GcpModelIdentity
+from components.gcp.registries import GcpRegistries
 from components.kit import CloudKit
 from components.models import ModelDeployment
 from components.namespaces import MODELS_NAMESPACE, ClusterNamespaces
@@ -20,7 +26,11 @@ from serving.hardware import Cloud
 from stacks.plan import Plan, RegionPlan
 
 # One kit per cloud: a table, so a fourth cloud is one more row and no branch.
-KITS: dict[Cloud, CloudKit[Any, Any]] = {kit.cloud: kit for kit in (AwsKit(), GcpKit(), AzureKit())}
+KITS: dict[Cloud, CloudKit[Any, Any]] = {kit.cloud: kit for kit in (
+    CloudKit(Cloud.AWS, aws_provider, AwsCluster, AwsRegistries, AwsModelIdentity),
+    CloudKit(Cloud.GCP, gcp_provider, GcpCluster, GcpRegistries, GcpModelIdentity),
+    CloudKit(Cloud.AZURE, azure_provider, AzureCluster, AzureRegistries, AzureModelIdentity),
+)}
 
 
 def stack_labels(plan: Plan, cluster: str) -> dict[str, str]:
@@ -48,10 +58,12 @@ class Platform(pulumi.ComponentResource):
     def _cloud(self, name: str, plan: Plan, kit: CloudKit[Any, Any],
                regions: tuple[RegionPlan, ...]) -> None:
         child = pulumi.ResourceOptions(parent=self)
-        providers = {r.name: kit.provider(f"{r.cloud}-{r.name}", r, stack_labels(plan, r.cluster), child)
+        providers = {r.name: kit.provider(f"{r.cloud}-{r.name}", r.region, stack_labels(plan, r.cluster),
+                                          child)
                      for r in regions}
         # Registries first: every cluster pulls images and weights from its own region's copy.
-        stores: Mapping[str, RegionStore] = kit.stores(f"{name}-{kit.cloud}", plan, regions, providers, child)
+        stores: Mapping[str, RegionStore] = kit.registries(f"{name}-{kit.cloud}", plan, regions, providers,
+                                                           child).stores
         self.stores.update(stores)
         for region in regions:
             cluster: KubernetesCluster = kit.cluster(region.cluster, region, plan,

@@ -14,7 +14,7 @@ from components.aws.nodes import gpu_node_group, system_node_group
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
 from components.contract import PoolFacts, public_api_cidrs
 from components.gpu_pools import GpuPool
-from stacks.schema import AwsRegion
+from stacks.schema import RegionSpec
 
 MANAGED_POLICY = "arn:aws:iam::aws:policy/"
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
@@ -37,7 +37,7 @@ def aws_user(cluster: str, region: str) -> ExecUser:
     return ExecUser("aws", ("eks", "get-token", "--cluster-name", cluster, "--region", region))
 
 
-def aws_provider(name: str, region: AwsRegion, tags: dict[str, str],
+def aws_provider(name: str, region: RegionSpec, tags: dict[str, str],
                  opts: pulumi.ResourceOptions) -> aws.Provider:
     """The region's provider; every AWS resource of the region goes through it."""
     return aws.Provider(name, aws.ProviderArgs(

@@ -24,7 +24,7 @@ from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_k
 from components.contract import PoolFacts, public_api_cidrs
 from components.gpu_pools import GpuPool
 from stacks.naming import vault_name
-from stacks.schema import AzureRegion
+from stacks.schema import AzureRegion, RegionSpec
 
 # The application ID of the AKS AAD server app, the audience of every Entra ID token AKS accepts
 # (kubelogin docs, "Using kubelogin with AKS"; recalled, not rechecked here).
@@ -45,7 +45,7 @@ class AzureProvider(azure_native.Provider):
         self.tags = dict(tags)
 
 
-def azure_provider(name: str, region: AzureRegion, labels: dict[str, str],
+def azure_provider(name: str, region: RegionSpec, labels: dict[str, str],
                    opts: pulumi.ResourceOptions) -> AzureProvider:
     """The region's provider; every Azure resource of the region goes through it."""
     return AzureProvider(name, azure_native.ProviderArgs(location=region.region), labels, opts=opts)

@@ -11,7 +11,7 @@ from components.gcp.keys import customer_key, service_agent
 from components.gcp.network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from components.gcp.nodes import OAUTH_SCOPES, gpu_node_pool, node_service_account, system_node_pool
 from components.gpu_pools import GpuPool
-from stacks.schema import GcpRegion
+from stacks.schema import GcpRegion, RegionSpec
 
 GKE_USER = ExecUser(
     "gke-gcloud-auth-plugin",
@@ -20,9 +20,11 @@ GKE_USER = ExecUser(
 )
 
 
-def gcp_provider(name: str, region: GcpRegion, labels: dict[str, str],
+def gcp_provider(name: str, region: RegionSpec, labels: dict[str, str],
                  opts: pulumi.ResourceOptions) -> gcp.Provider:
     """The region's provider; every GCP resource of the region goes through it."""
+    if not isinstance(region, GcpRegion):
+        raise TypeError(f"{region.region} is a {region.cloud} region, not a GCP one")
     return gcp.Provider(name, gcp.ProviderArgs(
         project=region.project, region=region.region, default_labels=labels), opts=opts)
 
