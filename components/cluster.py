@@ -3,8 +3,9 @@
 A cloud's cluster class fills in five steps; `KubernetesCluster.__init__` runs them in the one
 order every cloud needs: the region's network, the control plane (with its keys and roles), the
 system pool, one node pool per GPU pool (each under a `GpuPool` component that registers the
-pool's facts), then a Kubernetes provider from an exec kubeconfig that holds no credential, and
-the `ClusterFacts` everything above the cluster uses.
+pool's facts), the deployer's grant on the cluster's API (the stack's `deployer`: who runs
+`pulumi up`), then a Kubernetes provider from an exec kubeconfig that holds no credential and
+waits for that grant, and the `ClusterFacts` everything above the cluster uses.
 """
 
 from __future__ import annotations
@@ -111,11 +112,14 @@ class KubernetesCluster(pulumi.ComponentResource, ABC):
             group = GpuPool(f"{name}-{pool.name}", pool, opts=pulumi.ResourceOptions(parent=self))
             self.build_gpu_pool(pool, group, system)
         access = self.access(system)
+        # The provider's first call must be authorized: it waits for the deployer's grant.
+        self.deployer_grants = list(self.grant_deployer())
         k8s_provider = k8s.Provider(
             f"{name}-k8s",
             k8s.ProviderArgs(kubeconfig=pulumi.Output.secret(access.kubeconfig),
                              enable_server_side_apply=True),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(access.ready)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*access.ready,
+                                                                 *self.deployer_grants]),
         )
         self.facts = ClusterFacts(
             name=name, cloud=region.cloud, region=region.name, zones=tuple(region.region.zones),
@@ -139,6 +143,11 @@ class KubernetesCluster(pulumi.ComponentResource, ABC):
     @abstractmethod
     def build_gpu_pool(self, pool: PoolFacts, parent: GpuPool, system: pulumi.Resource) -> None:
         """One GPU pool's nodes, under its `GpuPool` component."""
+
+    @abstractmethod
+    def grant_deployer(self) -> Sequence[pulumi.Resource]:
+        """What lets the stack's deployer (`deployer.<cloud>`) call the cluster's API as cluster
+        admin (components/<cloud>/access.py); empty when the stack names no deployer."""
 
     @abstractmethod
     def access(self, system: pulumi.Resource) -> ControlPlane:

@@ -1,7 +1,7 @@
 """`rtip`: plan a stack offline; print the stack file's JSON Schema.
 
 Exit status: 0 done, 2 bad input (stack file, spec, weights folder), 1 the engine rejected the
-program, 3 `models status` found a region whose copy is not ready yet.
+program or a deploy check failed, 3 `models status` found a region whose copy is not ready yet.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rtip import offline, render, report, weights
+from rtip import deploycheck, offline, render, report, weights
 from rtip.stackfile import StackConfig, StackFileError, json_schema, load
 from stacks.loader import SpecError, load_spec
 from stacks.schema import StackSpec
@@ -50,7 +50,9 @@ def _plan(args: argparse.Namespace) -> int:
     except offline.EngineError as problem:
         err.print(f"{config.source}: engine: {problem}", markup=False)
         return EXIT_ENGINE
-    doc = report.document(record.plan, record)
+    # Would it apply, schedule and run: the checks read the record `pulumi up` would apply.
+    findings = deploycheck.run_checks(record)
+    doc = report.document(record.plan, record, findings)
     if args.out:
         written = render.write(Path(args.out), doc, record)
         err.print(f"wrote {len(written)} files to {args.out}", markup=False)
@@ -62,6 +64,14 @@ def _plan(args: argparse.Namespace) -> int:
         report.print_tables(doc, Console(highlight=False, width=width))
     for warning in record.warnings:
         err.print(f"warning: {warning}", markup=False)
+    for finding in findings:
+        err.print(f"{config.source}: {finding.severity} [{finding.check}] {finding.urn}: "
+                  f"{finding.message}", markup=False)
+    errors = [f for f in findings if f.severity is deploycheck.Severity.ERROR]
+    if errors:
+        err.print(f"{config.source}: {len(errors)} deploy check(s) failed: `pulumi up` would not "
+                  "apply, schedule or run as planned", markup=False)
+        return EXIT_ENGINE
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -119,7 +120,13 @@ def _tiers(plan: Plan) -> list[dict[str, Any]]:
             for name, t in sorted(plan.tiers.items())]
 
 
-def document(plan: Plan, record: Record) -> dict[str, Any]:
+def deploy_checks(findings: Sequence[Any]) -> list[dict[str, str]]:
+    """Deploy-time findings (rtip.deploycheck) as the JSON document lists them."""
+    return [{"check": f.check, "severity": str(f.severity), "resource": f.urn, "message": f.message}
+            for f in findings]
+
+
+def document(plan: Plan, record: Record, findings: Sequence[Any] = ()) -> dict[str, Any]:
     """The plan as one JSON document: what `rtip plan --json` prints and `--out` saves."""
     spec = plan.spec
     clusters = _clusters(record)
@@ -150,6 +157,7 @@ def document(plan: Plan, record: Record) -> dict[str, Any]:
         "resources": [r.to_json() for r in record.resources],
         "outputs": record.outputs,
         "warnings": record.warnings,
+        "deploy_checks": deploy_checks(findings),
     }
 
 

@@ -17,6 +17,7 @@ from serving.models import CATALOG
 from serving.posture import posture
 from serving.sharing import Mig
 from stacks.checks_base import Problem
+from stacks.checks_deployer import check_deployer
 from stacks.checks_limits import check_limits
 from stacks.checks_values import check_values
 from stacks.layout import models_in
@@ -57,6 +58,7 @@ def check(spec: StackSpec) -> list[Problem]:
         *_check_aks_pools(spec),
         *check_values(spec),
         *check_limits(spec),
+        *check_deployer(spec),
     ]
 
 

@@ -20,6 +20,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from pydantic_core import PydanticCustomError
 
 from serving.models import Quantization
+from stacks.schema_deployer import (
+    DEPLOYER_PATTERN_WORDS,
+    AwsDeployer,
+    AzureDeployer,
+    DeployerSpec,
+    GcpDeployer,
+)
 
 CONFIG_NAMESPACE = "rtip"
 CONFIG_KEY = f"{CONFIG_NAMESPACE}:platform"
@@ -42,6 +49,7 @@ PATTERN_WORDS: dict[str, str] = {
                          "'-', starting with a letter and ending with a letter or digit",
     GCP_PROJECT_NUMBER_PATTERN: "the project's number: 6 to 20 digits, in quotes",
     NAME_PREFIX_PATTERN: "3 to 12 characters: lowercase letters and digits, starting with a letter",
+    **DEPLOYER_PATTERN_WORDS,
 }
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -353,6 +361,9 @@ class StackSpec(_Spec):
         "The models served, names unique. Default: none."))
     tenants: list[TenantSpec] = Field(default_factory=list, description=(
         "Gateway tenants, names unique. Default: none."))
+    deployer: DeployerSpec | None = Field(default=None, description=(
+        "Where `pulumi up` runs and as whom; required where the posture's API is private (prod). "
+        "Default: none declared (a public runner, clusters granting only their creator)."))
 
     @property
     def is_prod(self) -> bool:
@@ -364,8 +375,12 @@ __all__ = [
     "CONFIG_NAMESPACE",
     "PATTERN_WORDS",
     "AmdPartitioning",
+    "AwsDeployer",
     "AwsRegion",
+    "AzureDeployer",
     "AzureRegion",
+    "DeployerSpec",
+    "GcpDeployer",
     "GcpRegion",
     "GpuPoolSpec",
     "MigSharing",

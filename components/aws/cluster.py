@@ -8,6 +8,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.access import creator_admin, grant_deployer
 from components.aws.keys import customer_key
 from components.aws.network import AwsNetwork
 from components.aws.nodes import gpu_node_group, system_node_group
@@ -88,7 +89,9 @@ class AwsCluster(KubernetesCluster):
                     public_access_cidrs=cidrs or None,
                 ),
                 access_config=aws.eks.ClusterAccessConfigArgs(
-                    authentication_mode="API", bootstrap_cluster_creator_admin_permissions=True,
+                    authentication_mode="API",
+                    # The stack's deployer gets an access entry instead (grant_deployer).
+                    bootstrap_cluster_creator_admin_permissions=creator_admin(self.stack),
                 ),
                 encryption_config=aws.eks.ClusterEncryptionConfigArgs(
                     provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn),
@@ -123,6 +126,9 @@ class AwsCluster(KubernetesCluster):
             [self.network.private_subnet_ids[z] for z in pool.zones],
             pulumi.ResourceOptions.merge(self.nodes_opts, pulumi.ResourceOptions(parent=parent)),
         )
+
+    def grant_deployer(self) -> list[pulumi.Resource]:
+        return grant_deployer(self.cluster_name, self.eks, self.stack, self.child)
 
     def access(self, system: pulumi.Resource) -> ControlPlane:
         config = exec_kubeconfig(self.cluster_name, self.eks.endpoint,

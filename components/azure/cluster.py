@@ -17,6 +17,7 @@ import yaml
 from pulumi_azure_native import containerservice as aks
 from pulumi_azure_native import resources
 
+from components.azure.access import grant_deployer
 from components.azure.keys import ENCRYPT, CustomerKey
 from components.azure.network import DNS_SERVICE_IP, POD_CIDR, SERVICE_CIDR, AzureNetwork
 from components.azure.nodes import gpu_agent_pool, system_pool_profile
@@ -220,6 +221,9 @@ class AzureCluster(KubernetesCluster):
             self.kubernetes_version, self.network.node_subnet_id, self.tags,
             pulumi.ResourceOptions(parent=parent, provider=self.cloud_provider),
         )
+
+    def grant_deployer(self) -> list[pulumi.Resource]:
+        return grant_deployer(self.cluster_name, self.aks.id, self.stack, self.child)
 
     def access(self, system: pulumi.Resource) -> ControlPlane:
         server = self.aks.private_fqdn if self.private else self.aks.fqdn

@@ -7,6 +7,7 @@ import pulumi_gcp as gcp
 
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
 from components.contract import PoolFacts, public_api_cidrs
+from components.gcp.access import grant_deployer
 from components.gcp.keys import customer_key, service_agent
 from components.gcp.network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from components.gcp.nodes import OAUTH_SCOPES, gpu_node_pool, node_service_account, system_node_pool
@@ -123,6 +124,10 @@ class GcpCluster(KubernetesCluster):
             pulumi.ResourceOptions.merge(self.nodes_opts, pulumi.ResourceOptions(
                 parent=parent, depends_on=[system])),
         )
+
+    def grant_deployer(self) -> list[pulumi.Resource]:
+        return grant_deployer(self.cluster_name, self.spec.project, self.spec.region, self.gke,
+                              self.stack, self.child)
 
     def access(self, system: pulumi.Resource) -> ControlPlane:
         endpoint = self.gke.endpoint.apply(lambda ip: f"https://{ip}")

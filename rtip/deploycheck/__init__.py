@@ -4,20 +4,29 @@ Both read only the record (rtip/offline.py), so they run unchanged for any stack
 - kinds (kinds.py): every Kubernetes object is served on its cluster, by the cluster's Kubernetes
   version or by a CRD a Helm release it waits for installs;
 - values (values.py): every Helm release's values name keys its pinned chart has, and pass the
-  chart's values.schema.json.
+  chart's values.schema.json;
+- scheduling (scheduling.py, nodes.py): every pod the platform will run fits some pool;
+- reach (reach.py): every Kubernetes provider's API is reachable from the stack's deployer and
+  authorizes it before the provider's first call;
+- images (images.py): every image is pinned and pullable by its cluster.
 """
 
 from __future__ import annotations
 
 from rtip.deploycheck.findings import Finding, Severity
+from rtip.deploycheck.images import check_images
 from rtip.deploycheck.kinds import check_kinds
+from rtip.deploycheck.reach import check_reach
+from rtip.deploycheck.scheduling import check_scheduling
 from rtip.deploycheck.values import check_values
 from rtip.offline import Record
 
 
 def run_checks(record: Record) -> list[Finding]:
     """All findings, kinds first, each group in record order."""
-    return [*check_kinds(record), *check_values(record)]
+    return [*check_kinds(record), *check_values(record), *check_scheduling(record),
+            *check_reach(record), *check_images(record)]
 
 
-__all__ = ["Finding", "Severity", "check_kinds", "check_values", "run_checks"]
+__all__ = ["Finding", "Severity", "check_images", "check_kinds", "check_reach", "check_scheduling",
+           "check_values", "run_checks"]
