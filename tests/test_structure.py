@@ -18,7 +18,7 @@ ALLOWED = {
     "serving": {"serving"},
     "stacks": {"serving", "stacks"},
     "components": {"serving", "stacks", "components"},
-    "rtip": {"serving", "stacks", "components", "rtip"},
+    "rtip": {"serving", "stacks", "components", "rtip", "policies"},
     "policies": {"serving", "policies"},
 }
 MAX_LINES = 400
@@ -44,7 +44,9 @@ def test_every_module_imports_on_its_own() -> None:
     # Each module first thing in a fresh interpreter: an import cycle, or a module that only works
     # after another was imported, fails here. Interpreters run side by side to keep this quick.
     with ThreadPoolExecutor(max_workers=4) as pool:
-        failed = [f for f in pool.map(_import_alone, [dotted(p) for p in modules()]) if f]
+        # A package's __main__ is a program (the policy pack's starts its gRPC server), not a module.
+        names = [dotted(p) for p in modules() if p.name != "__main__.py"]
+        failed = [f for f in pool.map(_import_alone, names) if f]
     assert not failed, failed
 
 
