@@ -89,7 +89,49 @@ def _node_pool(a: SynthArgs) -> tuple[str, dict[str, Any]]:
     return rid, {"instanceGroupUrls": groups, "managedInstanceGroupUrls": groups}
 
 
+STORAGE_API = "https://www.googleapis.com/storage/v1"
+
+
+def _key_ring(a: SynthArgs) -> tuple[str, dict[str, Any]]:
+    # The `pulumi import` ID of google_kms_key_ring: projects/{project}/locations/{location}/keyRings/{name}.
+    location = a.inputs.get("location", a.region)
+    return f"projects/{_project(a)}/locations/{location}/keyRings/{a.physical}", {}
+
+
+def _crypto_key(a: SynthArgs) -> tuple[str, dict[str, Any]]:
+    # A key lives under its ring's ID: {keyRing}/cryptoKeys/{name}.
+    return f"{a.inputs.get('keyRing')}/cryptoKeys/{a.physical}", {}
+
+
+def _member_of(parent_key: str) -> Synthesizer:
+    def synth(a: SynthArgs) -> tuple[str, dict[str, Any]]:
+        rid = f"{a.inputs.get(parent_key)}/{a.inputs.get('role')}/{a.inputs.get('member')}"
+        return rid, {"etag": "BwY" + digest(a.urn, 9)}
+    return synth
+
+
+def _bucket(a: SynthArgs) -> tuple[str, dict[str, Any]]:
+    # A bucket's ID is its name; the API also reports a selfLink and the gs:// URL.
+    return a.physical, {"selfLink": f"{STORAGE_API}/b/{a.physical}", "url": f"gs://{a.physical}",
+                        "projectNumber": str(int(digest(a.urn, 11), 16))}
+
+
+def _repository(a: SynthArgs) -> tuple[str, dict[str, Any]]:
+    # google_artifact_registry_repository: id projects/{p}/locations/{l}/repositories/{repository_id};
+    # `name` is the repository ID itself.
+    repo = a.inputs.get("repositoryId", a.physical)
+    rid = f"projects/{_project(a)}/locations/{a.inputs.get('location', a.region)}/repositories/{repo}"
+    return rid, {"name": repo, "createTime": "2025-01-01T00:00:00Z"}
+
+
 GCP: dict[str, Synthesizer] = {
+    "gcp:kms/keyRing:KeyRing": _key_ring,
+    "gcp:kms/cryptoKey:CryptoKey": _crypto_key,
+    "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": _member_of("cryptoKeyId"),
+    "gcp:storage/bucket:Bucket": _bucket,
+    "gcp:storage/bucketIAMMember:BucketIAMMember": _member_of("bucket"),
+    "gcp:artifactregistry/repository:Repository": _repository,
+    "gcp:serviceaccount/iAMMember:IAMMember": _member_of("serviceAccountId"),
     "gcp:compute/network:Network": _with_self_link(
         lambda a: f"projects/{_project(a)}/global/networks/{a.physical}",
         extra=lambda a: {"numericId": str(int(digest(a.urn, 15), 16))}),
