@@ -14,6 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from serving.hardware import Cloud, GpuModel, MachineShape, Vendor
+from serving.nodescaling import NODE_AUTOSCALER
 from serving.sharing import Sharing, describe
 
 
@@ -122,6 +123,8 @@ def pool_props(pool: PoolFacts) -> dict[str, object]:
         "labels": dict(pool.labels),
         "taints": [f"{t.key}={t.value}:{t.effect}" for t in pool.taints],
         "nvmePath": pool.nvme_path,
+        # The node autoscaler that adds and removes the pool's nodes on its cloud.
+        "autoscaler": NODE_AUTOSCALER[pool.shape.cloud].name,
     }
 
 

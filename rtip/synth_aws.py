@@ -58,6 +58,23 @@ AWS: dict[str, Synthesizer] = {
         "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{a.region}.amazonaws.com/{a.physical}"}),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": _aws("a-", lambda a: {
         "associationArn": _aws_arn("eks", a.region, f"podidentityassociation/{_uuid(a.urn)}")}),
+    # Karpenter (components/aws/karpenter.py): an SQS queue's ID is its URL.
+    "aws:sqs/queue:Queue": lambda a: (
+        f"https://sqs.{a.region}.amazonaws.com/{ACCOUNT_ID}/{a.physical}",
+        {"arn": _aws_arn("sqs", a.region, a.physical),
+         "url": f"https://sqs.{a.region}.amazonaws.com/{ACCOUNT_ID}/{a.physical}"}),
+    "aws:cloudwatch/eventRule:EventRule": _aws("", lambda a: {
+        "arn": _aws_arn("events", a.region, f"rule/{a.physical}")}),
+    "aws:cloudwatch/eventTarget:EventTarget": lambda a: (
+        f"{a.inputs.get('rule')}-{a.inputs.get('targetId')}", {}),
+    "aws:eks/accessEntry:AccessEntry": lambda a: (
+        f"{a.inputs.get('clusterName')}:{a.inputs.get('principalArn')}", {
+            "accessEntryArn": _aws_arn("eks", a.region, f"access-entry/{a.inputs.get('clusterName')}/"
+                                                        f"role/{ACCOUNT_ID}/{_uuid(a.urn)}"),
+            # EKS names an EC2_LINUX entry's user after the node; other types keep their input.
+            **({"userName": "system:node:{{EC2PrivateDNSName}}"}
+               if a.inputs.get("type") == "EC2_LINUX" else {})}),
+    "aws:ec2/tag:Tag": lambda a: (f"{a.inputs.get('resourceId')},{a.inputs.get('key')}", {}),
     "aws:eks/addon:Addon": _aws("", lambda a: {
         "arn": _aws_arn("eks", a.region, f"addon/{a.inputs.get('addonName')}/{_uuid(a.urn)}")}),
 }

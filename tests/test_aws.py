@@ -118,8 +118,10 @@ def test_one_gpu_node_group_per_pool_with_taint_labels_and_ami(stack) -> None:
         assert group.inputs["instanceTypes"] == [pool.shape.name]
         assert group.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true",
                                            "effect": "NO_SCHEDULE"}]
+        # The node group is the pool's floor, fixed; Karpenter adds the nodes above it.
         scaling = group.inputs["scalingConfig"]
-        assert (scaling["minSize"], scaling["maxSize"]) == (pool.min_nodes, pool.max_nodes)
+        assert scaling == {"minSize": pool.min_nodes, "maxSize": pool.min_nodes,
+                           "desiredSize": pool.min_nodes}
         assert group.inputs["capacityType"] == ("SPOT" if pool.capacity_type == "spot" else "ON_DEMAND")
         labels = group.inputs["labels"]
         assert labels["rtip.dev/sharing"] == str(pool.sharing.mode)
@@ -162,7 +164,8 @@ def test_system_node_group_and_addons() -> None:
         assert system[0].inputs["instanceTypes"] == ["m7i.2xlarge"]
         addons = {a.inputs["addonName"] for a in record.by_type("aws:eks/addon:Addon")
                   if a.parent == cluster.urn}
-        assert addons == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"}
+        assert addons == {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent",
+                          "aws-ebs-csi-driver"}  # block volumes for PersistentVolumeClaims
 
 
 def test_iam_roles_trust_only_aws_services() -> None:

@@ -9,12 +9,18 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.access import creator_admin, grant_deployer
+from components.aws.karpenter import Karpenter
 from components.aws.keys import customer_key
 from components.aws.network import AwsNetwork
 from components.aws.nodes import gpu_node_group, system_node_group
+from components.aws.storage import ebs_storage
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
 from components.contract import PoolFacts, public_api_cidrs
 from components.gpu_pools import GpuPool
+from serving.coldstart import TIMINGS
+from serving.hardware import Cloud
+from serving.karpenter import DISCOVERY_TAG
+from stacks.plan import Plan, RegionPlan
 from stacks.schema import RegionSpec
 
 MANAGED_POLICY = "arn:aws:iam::aws:policy/"
@@ -47,6 +53,27 @@ def aws_provider(name: str, region: RegionSpec, tags: dict[str, str],
 
 class AwsCluster(KubernetesCluster):
     TYPE = "rtip:aws:Cluster"
+
+    def __init__(self, name: str, region: RegionPlan, plan: Plan, provider: pulumi.ProviderResource,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        self.gpu_groups: list[tuple[PoolFacts, GpuPool]] = []
+        self.addons: dict[str, aws.eks.Addon] = {}
+        super().__init__(name, region, plan, provider, opts)
+        self.build_cluster_services()
+
+    def build_cluster_services(self) -> None:
+        """What runs through the Kubernetes provider the skeleton made: Karpenter above the GPU
+        pools' floors, and the EBS CSI driver with the default `gp3` class."""
+        name, k8s_provider = self.cluster_name, self.facts.provider
+        # Pod Identity needs its agent on the nodes before a pod asks for credentials.
+        ready = [self.addons["eks-pod-identity-agent"], self.addons["coredns"]]
+        node_only = TIMINGS[Cloud.AWS].node_provisioning_s + TIMINGS[Cloud.AWS].node_init_s
+        cold = {p.name: max((m.cold_start.total_s for m in self.region.models if m.pool == p.name),
+                            default=node_only) for p, _ in self.gpu_groups}
+        self.karpenter = Karpenter(
+            f"{name}-karpenter", name, self.region.name, self.eks, k8s_provider, self.gpu_groups, cold,
+            self.posture, ready, self.cloud_provider, opts=pulumi.ResourceOptions(parent=self))
+        self.storage_class = ebs_storage(name, self.eks, k8s_provider, ready, self.child)
 
     def build_network(self) -> None:
         r = self.region.region
@@ -105,6 +132,11 @@ class AwsCluster(KubernetesCluster):
         )
         self.nodes_opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
             depends_on=node_policies))
+        # Karpenter's nodes join with the cluster security group, which EKS creates: tag it so
+        # the EC2NodeClasses select it (the private subnets carry the same tag).
+        aws.ec2.Tag(f"{name}-cluster-sg-discovery", aws.ec2.TagArgs(
+            resource_id=self.eks.vpc_config.cluster_security_group_id, key=DISCOVERY_TAG, value=name),
+            opts=child)
 
     def build_system_pool(self) -> pulumi.Resource:
         name, system = self.cluster_name, self.region.region.system_pool
@@ -113,7 +145,7 @@ class AwsCluster(KubernetesCluster):
             system.min_nodes, system.max_nodes, self.private_subnets, self.nodes_opts,
         )
         for addon in ADDONS:
-            aws.eks.Addon(f"{name}-{addon}", aws.eks.AddonArgs(
+            self.addons[addon] = aws.eks.Addon(f"{name}-{addon}", aws.eks.AddonArgs(
                 cluster_name=self.eks.name, addon_name=addon,
                 resolve_conflicts_on_update="OVERWRITE",
             ), opts=pulumi.ResourceOptions.merge(self.child, pulumi.ResourceOptions(
@@ -121,6 +153,9 @@ class AwsCluster(KubernetesCluster):
         return group
 
     def build_gpu_pool(self, pool: PoolFacts, parent: GpuPool, system: pulumi.Resource) -> None:
+        self.gpu_groups.append((pool, parent))
+        if not pool.min_nodes:
+            return  # no floor to hold: Karpenter's NodePool holds the whole pool
         gpu_node_group(
             f"{self.cluster_name}-{pool.name}-ng", self.eks, self.node_role, pool,
             [self.network.private_subnet_ids[z] for z in pool.zones],

@@ -13,6 +13,8 @@ from ipaddress import IPv4Network
 import pulumi
 import pulumi_aws as aws
 
+from serving.karpenter import DISCOVERY_TAG
+
 PRIVATE_SPLIT = 3  # 2**3 blocks
 PUBLIC_SPLIT = 6  # 2**6 blocks: the eight in the last private-sized block
 
@@ -104,7 +106,8 @@ class AwsNetwork(pulumi.ComponentResource):
                 f"{name}-private-{z}",
                 aws.ec2.SubnetArgs(
                     vpc_id=vpc.id, cidr_block=str(plan.private), availability_zone=z,
-                    tags={**tags, "kubernetes.io/role/internal-elb": "1"},
+                    # The discovery tag is how Karpenter's EC2NodeClasses find where to launch.
+                    tags={**tags, "kubernetes.io/role/internal-elb": "1", DISCOVERY_TAG: cluster_name},
                 ),
                 opts=child,
             )

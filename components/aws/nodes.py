@@ -81,13 +81,16 @@ def gpu_node_group(
         ),
         opts=opts,
     )
+    # The pool's floor, fixed (min = max = desired): it stands even while Karpenter is down, and
+    # Karpenter's NodePool adds the nodes above it (components/aws/karpenter.py).
     return _node_group(
         name, cluster, node_role, subnet_ids, pool.machine_type, GPU_AMI_TYPE, capacity_type,
-        pool.min_nodes, pool.max_nodes, pool.labels, opts,
+        pool.min_nodes, pool.min_nodes, pool.labels, opts,
         taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECT[t.effect])
                 for t in pool.taints],
         launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
             id=template.id, version=template.latest_version.apply(str)),
+        fixed=True,
     )
 
 
@@ -111,7 +114,10 @@ def _node_group(
     min_nodes: int, max_nodes: int, labels: dict[str, str], opts: pulumi.ResourceOptions,
     taints: list[aws.eks.NodeGroupTaintArgs] | None = None,
     launch_template: aws.eks.NodeGroupLaunchTemplateArgs | None = None,
+    fixed: bool = False,
 ) -> aws.eks.NodeGroup:
+    # A group that may vary leaves its live count alone on a re-run; a fixed one is its floor.
+    ignore = [] if fixed else ["scalingConfig.desiredSize"]
     return aws.eks.NodeGroup(
         name,
         aws.eks.NodeGroupArgs(
@@ -122,9 +128,7 @@ def _node_group(
             labels=labels, taints=taints, launch_template=launch_template,
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         ),
-        # The autoscaler owns the live node count; a re-run must not reset it.
-        opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(ignore_changes=["scalingConfig.desiredSize"])),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=ignore)),
     )
 
 

@@ -1,0 +1,45 @@
+"""Which node autoscaler owns the GPU pools on each cloud, and how long it takes to add a node.
+
+One row per cloud (a table, not a branch):
+- AWS: Karpenter (components/aws/karpenter.py). Each GPU pool keeps a managed node group fixed at
+  the plan's floor, so the floor stands even while the Karpenter controller is down; a Karpenter
+  NodePool per pool adds nodes above it up to `max_nodes` and removes them once empty.
+- GCP: GKE's cluster autoscaler, switched on per node pool by `autoscaling` (total min/max).
+- Azure: the AKS cluster autoscaler, switched on per agent pool by `enable_auto_scaling`.
+
+Node provisioning time (scale-up decision to a node registered with the API server): the only
+measurement on file is the 284 s of kaito-project/kaito#2325 (FACTS.md section 7), taken on
+AKS. No measurement of Karpenter or of GKE's autoscaler for GPU machines from a source this
+project can cite is on file, so every row keeps that figure and says so in `source`; replace a
+row's figure when a measurement for its autoscaler is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from serving.hardware import Cloud
+
+
+@dataclass(frozen=True)
+class NodeAutoscaler:
+    name: str  # what the plan shows as the pool's autoscaler
+    node_provisioning_s: float  # scale-up decision to a registered node
+    source: str  # where `node_provisioning_s` comes from
+
+
+_KAITO_S = 284.0
+_KAITO = "kaito-project/kaito#2325: 284 s node provisioning measured on AKS"
+
+NODE_AUTOSCALER: dict[Cloud, NodeAutoscaler] = {
+    Cloud.AWS: NodeAutoscaler(
+        "karpenter", _KAITO_S,
+        f"{_KAITO}; no Karpenter GPU figure on file, the AKS one stands in"),
+    Cloud.GCP: NodeAutoscaler(
+        "gke-cluster-autoscaler", _KAITO_S,
+        f"{_KAITO}; no GKE GPU figure on file, the AKS one stands in"),
+    Cloud.AZURE: NodeAutoscaler("aks-cluster-autoscaler", _KAITO_S, _KAITO),
+}
+
+
+__all__ = ["NODE_AUTOSCALER", "NodeAutoscaler"]
