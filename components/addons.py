@@ -1,8 +1,9 @@
 """ClusterAddons: the platform services every cluster runs before any model lands on it.
 
-cert-manager, KServe (CRDs, then the controller in Standard mode with the local model cache),
-KEDA and kube-prometheus-stack are pinned Helm releases (serving/charts.py) with values from code;
-GPU enablement and the NVMe model cache follow the cluster's pools (components/addons_gpu.py).
+cert-manager, KServe (CRDs, then the controller in Standard mode), KEDA and kube-prometheus-stack
+are pinned Helm releases (serving/charts.py) with values from code; GPU enablement follows the
+cluster's pools (components/addons_gpu.py), and so does KServe's local model cache: installed,
+flag and all, only on clusters with NVMe pools (components/addons_cache.py).
 Every release names what it needs in `depends_on`, so CRDs exist before anything that uses them.
 """
 
@@ -13,11 +14,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addons_cache import ModelCacheAddons, has_cache
 from components.addons_gpu import GpuAddons, gpu_notes, model_cache
 from components.addons_helm import helm_release, namespace, resources
-from components.contract import ClusterFacts
+from components.contract import ClusterFacts, RegionStore
 from serving.charts import ChartKey
+from serving.hardware import Cloud
 from serving.posture import Posture
+from serving.storage import BLOCK_STORAGE_CLASS, prometheus_volume_gib
 
 _SMALL = resources("50m", "64Mi", "500m", "256Mi")
 _CONTROLLER = resources("100m", "256Mi", "1", "1Gi")
@@ -48,11 +52,14 @@ def cert_manager_values(env: Posture) -> dict[str, Any]:
     }
 
 
-def kserve_values() -> dict[str, Any]:
+def kserve_values(local_model_cache: bool) -> dict[str, Any]:
+    """`local_model_cache`: the cluster gets the cache's charts (components/addons_cache.py). The
+    flag must follow them: on without the LocalModelCache CRD, KServe's InferenceService
+    defaulting fails and rejects every InferenceService (FACTS.md section 9)."""
     return {"kserve": {
         # Standard (plain Deployments) so KEDA, not Knative, owns scaling (FACTS.md section 6).
         "controller": {"deploymentMode": "Standard", "resources": _CONTROLLER},
-        "localmodel": {"enabled": True},
+        "localmodel": {"enabled": local_model_cache},
     }}
 
 
@@ -65,7 +72,17 @@ def keda_values(env: Posture) -> dict[str, Any]:
     }
 
 
-def prometheus_values(env: Posture) -> dict[str, Any]:
+def prometheus_storage(env: Posture, cloud: Cloud) -> dict[str, Any]:
+    """The Prometheus TSDB on a PersistentVolumeClaim sized for the retention: it holds the
+    signal KEDA scales on, which an emptyDir loses with the pod."""
+    return {"volumeClaimTemplate": {"spec": {
+        "storageClassName": BLOCK_STORAGE_CLASS[cloud],
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": f"{prometheus_volume_gib(env.metrics_retention_days)}Gi"}},
+    }}}
+
+
+def prometheus_values(env: Posture, cloud: Cloud) -> dict[str, Any]:
     # Without these the operator picks up only monitors and rules labelled with its own release,
     # and the model servers' monitors and SLO rules would be silently ignored.
     selectors_open = {f"{kind}SelectorNilUsesHelmValues": False for kind in (
@@ -75,6 +92,7 @@ def prometheus_values(env: Posture) -> dict[str, Any]:
             **selectors_open,
             "replicas": env.controller_replicas,
             "retention": f"{env.metrics_retention_days}d",
+            "storageSpec": prometheus_storage(env, cloud),
             "resources": resources("500m", "2Gi", "2", "8Gi"),
         }},
         "alertmanager": {"alertmanagerSpec": {"replicas": env.controller_replicas, "resources": _SMALL}},
@@ -91,8 +109,10 @@ class ClusterAddons(pulumi.ComponentResource):
     releases: dict[ChartKey, k8s.helm.v3.Release]
 
     def __init__(self, name: str, cluster: ClusterFacts, env: Posture,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 opts: pulumi.ResourceOptions | None = None, *, store: RegionStore | None = None) -> None:
+        """`store`: the region's registries; the AMD operator's driver build pushes there."""
         cache, notes = model_cache(cluster)
+        cached = has_cache(cluster)
         super().__init__("rtip:k8s:ClusterAddons", name, {
             "cluster": cluster.name,
             "environment": str(env.environment),
@@ -108,18 +128,33 @@ class ClusterAddons(pulumi.ComponentResource):
         # Monitoring comes early: its chart brings the ServiceMonitor CRD the others' monitors need.
         rel[ChartKey.KUBE_PROMETHEUS_STACK] = helm_release(
             f"{name}-kube-prometheus-stack", ChartKey.KUBE_PROMETHEUS_STACK, MONITORING_NAMESPACE,
-            prometheus_values(env), self, provider, [ns[MONITORING_NAMESPACE]])
+            prometheus_values(env, cluster.cloud), self, provider, [ns[MONITORING_NAMESPACE]])
         rel[ChartKey.KSERVE_CRD] = helm_release(
             f"{name}-kserve-crd", ChartKey.KSERVE_CRD, KSERVE_NAMESPACE, {}, self, provider,
             [ns[KSERVE_NAMESPACE]])
+        kserve_after: list[pulumi.Resource] = [ns[KSERVE_NAMESPACE], rel[ChartKey.KSERVE_CRD],
+                                               rel[ChartKey.CERT_MANAGER]]
+        if cached:
+            # Before the controller: with the cache flag on it lists LocalModelCaches.
+            rel[ChartKey.KSERVE_LOCALMODEL_CRD] = helm_release(
+                f"{name}-kserve-localmodel-crd", ChartKey.KSERVE_LOCALMODEL_CRD, KSERVE_NAMESPACE, {},
+                self, provider, [ns[KSERVE_NAMESPACE]])
+            kserve_after.append(rel[ChartKey.KSERVE_LOCALMODEL_CRD])
         # The controller's webhooks take their certificates from cert-manager.
         rel[ChartKey.KSERVE] = helm_release(
-            f"{name}-kserve", ChartKey.KSERVE, KSERVE_NAMESPACE, kserve_values(), self, provider,
-            [ns[KSERVE_NAMESPACE], rel[ChartKey.KSERVE_CRD], rel[ChartKey.CERT_MANAGER]])
+            f"{name}-kserve", ChartKey.KSERVE, KSERVE_NAMESPACE, kserve_values(cached), self, provider,
+            kserve_after)
+        if cached:
+            self.cache = ModelCacheAddons(
+                f"{name}-cache", cluster, rel[ChartKey.KSERVE_LOCALMODEL_CRD],
+                [ns[KSERVE_NAMESPACE], rel[ChartKey.KSERVE_CRD], rel[ChartKey.KSERVE],
+                 rel[ChartKey.CERT_MANAGER]], opts=pulumi.ResourceOptions(parent=self))
+            rel[ChartKey.KSERVE_LOCALMODEL] = self.cache.release
         rel[ChartKey.KEDA] = helm_release(
             f"{name}-keda", ChartKey.KEDA, KEDA_NAMESPACE, keda_values(env), self, provider,
             [ns[KEDA_NAMESPACE], rel[ChartKey.KUBE_PROMETHEUS_STACK]])
-        self.gpu = GpuAddons(f"{name}-gpu", cluster, rel, opts=pulumi.ResourceOptions(parent=self))
+        self.gpu = GpuAddons(f"{name}-gpu", cluster, rel, opts=pulumi.ResourceOptions(parent=self),
+                             image_registry=store.image_registry if store else None)
         rel.update(self.gpu.releases)
         self.releases = rel
         self.register_outputs({})
@@ -127,4 +162,4 @@ class ClusterAddons(pulumi.ComponentResource):
 
 __all__ = ["CERT_MANAGER_NAMESPACE", "KEDA_NAMESPACE", "KSERVE_NAMESPACE", "MONITORING_NAMESPACE",
            "NAMESPACES", "ClusterAddons", "cert_manager_values", "keda_values", "kserve_values",
-           "prometheus_values"]
+           "prometheus_storage", "prometheus_values"]

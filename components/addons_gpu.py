@@ -3,8 +3,9 @@
 NVIDIA: the GPU Operator where the cloud leaves something to do (EKS, AKS), told through two
 ConfigMaps what the pools' node labels select: the MIG manager's layouts (`nvidia.com/mig.config`)
 and the device plugin's time-slicing (`nvidia.com/device-plugin.config`). AMD: the ROCm GPU Operator
-and one DeviceConfig for the MI300X nodes. Model cache: a KServe LocalModelNodeGroup per GPU pool
-with local NVMe.
+and one DeviceConfig for the MI300X nodes, its driver image kept in the region's registry. One
+node-feature-discovery per cluster: with both vendors, NVIDIA's serves the AMD nodes too. The model
+cache's notes come from here; its objects are components/addons_cache.py.
 """
 
 from __future__ import annotations
@@ -63,8 +64,15 @@ NVIDIA_ON: dict[Cloud, NvidiaOnCloud] = {
 _DAEMON = resources("50m", "128Mi", "500m", "512Mi")
 
 
-def nvidia_values(on: NvidiaOnCloud, cfg: gc.NvidiaConfig, taint_keys: list[str]) -> dict[str, Any]:
-    tolerations = [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in taint_keys]
+def _exists(taint_keys: list[str]) -> list[dict[str, str]]:
+    return [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in taint_keys]
+
+
+def nvidia_values(on: NvidiaOnCloud, cfg: gc.NvidiaConfig, taint_keys: list[str],
+                  nfd_taint_keys: list[str] | None = None) -> dict[str, Any]:
+    """`nfd_taint_keys`: the taints NFD's worker tolerates, when its NFD is the cluster's only one
+    and also labels other vendors' nodes (default: `taint_keys`)."""
+    tolerations = _exists(taint_keys)
     mig_manager = on.mig_manager and bool(cfg.mig_layouts)
     return {
         "operator": {"resources": resources("100m", "256Mi", "1", "1Gi")},
@@ -80,16 +88,24 @@ def nvidia_values(on: NvidiaOnCloud, cfg: gc.NvidiaConfig, taint_keys: list[str]
         "dcgmExporter": {"enabled": True, "resources": _DAEMON,
                          "serviceMonitor": {"enabled": True, "interval": "15s"}},
         "daemonsets": {"tolerations": tolerations},
-        "node-feature-discovery": {"worker": {"tolerations": tolerations}},
+        "node-feature-discovery": {"worker": {"tolerations": _exists(
+            taint_keys if nfd_taint_keys is None else nfd_taint_keys)}},
     }
 
 
-def amd_values() -> dict[str, Any]:
+def amd_values(own_nfd: bool, taint_keys: list[str]) -> dict[str, Any]:
+    """`own_nfd`: the AMD chart installs node-feature-discovery (dependency with condition
+    `node-feature-discovery.enabled`); off where NVIDIA's operator already runs one (FACTS.md
+    section 9): two NFD masters and workers would fight over the same node labels."""
     operator = IMAGES["amd-gpu-operator"]
+    nfd: dict[str, Any] = {"enabled": own_nfd}
+    if own_nfd:
+        nfd["worker"] = {"tolerations": _exists(taint_keys)}
     return {
         # The toolkit applies its own DeviceConfig (serving/manifests.py); the chart's default one
         # would select every AMD node with settings nobody reviewed.
         "crds": {"defaultCR": {"install": False}},
+        "node-feature-discovery": nfd,
         "controllerManager": {"manager": {
             "image": {"repository": operator.repository, "tag": operator.tag},
             "imagePullPolicy": "IfNotPresent",
@@ -122,6 +138,15 @@ def gpu_notes(cluster: ClusterFacts) -> list[str]:
     return []
 
 
+# The repository under the region's registry the AMD operator's in-cluster driver build pushes
+# the amdgpu kernel-module image to and the nodes load it from; the operator sets the tag.
+AMD_DRIVER_REPOSITORY = "amdgpu-driver"
+
+
+def amd_driver_image(image_registry: str) -> str:
+    return f"{image_registry.rstrip('/')}/{AMD_DRIVER_REPOSITORY}"
+
+
 def _taint_keys(pools: list[PoolFacts]) -> list[str]:
     return sorted({t.key for p in pools for t in p.taints})
 
@@ -133,7 +158,8 @@ class GpuAddons(pulumi.ComponentResource):
 
     def __init__(self, name: str, cluster: ClusterFacts,
                  platform: dict[ChartKey, k8s.helm.v3.Release],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 opts: pulumi.ResourceOptions | None = None, *,
+                 image_registry: pulumi.Input[str] | None = None) -> None:
         nvidia = [p for p in cluster.pools if p.vendor is Vendor.NVIDIA]
         amd = [p for p in cluster.pools if p.vendor is Vendor.AMD]
         cfg = gc.nvidia_config(nvidia)
@@ -148,11 +174,17 @@ class GpuAddons(pulumi.ComponentResource):
         self._provider = cluster.provider
         self.releases = {}
         monitoring = platform[ChartKey.KUBE_PROMETHEUS_STACK]
-        if nvidia and on.operator:
-            self._nvidia(name, on, cfg, nvidia, monitoring)
+        nvidia_nfd = bool(nvidia) and on.operator
+        if nvidia_nfd:
+            self._nvidia(name, on, cfg, nvidia, monitoring, _taint_keys(list(cluster.pools)))
         if amd:
-            self._amd(name, amd, platform[ChartKey.CERT_MANAGER], monitoring)
-        self._cache(name, cluster, [platform[ChartKey.KSERVE_CRD], platform[ChartKey.KSERVE]])
+            if image_registry is None:
+                raise ValueError(f"cluster {cluster.name}: AMD pools {[p.name for p in amd]} need the "
+                                 f"region's registry for the driver image the operator builds")
+            # With NVIDIA's NFD as the only one, the AMD chart's NodeFeatureRule needs its CRD.
+            after = [platform[ChartKey.CERT_MANAGER], monitoring,
+                     *([self.releases[ChartKey.NVIDIA_GPU_OPERATOR]] if nvidia_nfd else [])]
+            self._amd(name, amd, after, not nvidia_nfd, image_registry)
         self.register_outputs({})
 
     def _opts(self, after: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
@@ -165,7 +197,7 @@ class GpuAddons(pulumi.ComponentResource):
             data=data, opts=self._opts([ns]))
 
     def _nvidia(self, name: str, on: NvidiaOnCloud, cfg: gc.NvidiaConfig, pools: list[PoolFacts],
-                monitoring: pulumi.Resource) -> None:
+                monitoring: pulumi.Resource, nfd_taint_keys: list[str]) -> None:
         # The operator's daemons touch the host (driver state, device nodes): privileged namespace.
         ns = namespace(f"{name}-ns-nvidia", NVIDIA_NAMESPACE, "privileged", self, self._provider)
         after: list[pulumi.Resource] = [ns, monitoring]  # DCGM's ServiceMonitor needs the CRD
@@ -180,14 +212,15 @@ class GpuAddons(pulumi.ComponentResource):
                                                  sort_keys=False)}))
         self.releases[ChartKey.NVIDIA_GPU_OPERATOR] = helm_release(
             f"{name}-nvidia-gpu-operator", ChartKey.NVIDIA_GPU_OPERATOR, NVIDIA_NAMESPACE,
-            nvidia_values(on, cfg, _taint_keys(pools)), self, self._provider, after)
+            nvidia_values(on, cfg, _taint_keys(pools), nfd_taint_keys), self, self._provider, after)
 
-    def _amd(self, name: str, pools: list[PoolFacts], cert_manager: pulumi.Resource,
-             monitoring: pulumi.Resource) -> None:
+    def _amd(self, name: str, pools: list[PoolFacts], platform: list[pulumi.Resource], own_nfd: bool,
+             image_registry: pulumi.Input[str]) -> None:
         ns = namespace(f"{name}-ns-amd", AMD_NAMESPACE, "privileged", self, self._provider)
         # The operator's webhooks take certificates from cert-manager.
         release = helm_release(f"{name}-amd-gpu-operator", ChartKey.AMD_GPU_OPERATOR, AMD_NAMESPACE,
-                               amd_values(), self, self._provider, [ns, cert_manager, monitoring])
+                               amd_values(own_nfd, _taint_keys(pools)), self, self._provider,
+                               [ns, *platform])
         self.releases[ChartKey.AMD_GPU_OPERATOR] = release
         after: list[pulumi.Resource] = [release]
         profiles = gc.amd_partitions(pools)
@@ -198,25 +231,18 @@ class GpuAddons(pulumi.ComponentResource):
         if len(gpus) != 1:
             raise ValueError(f"cluster AMD pools {[p.name for p in pools]} mix GPU models {gpus}: "
                              f"one DeviceConfig selects one model")
-        body = manifests.amd_device_config(manifests.AmdDeviceConfigInput(
-            name=AMD_DEVICE_CONFIG, namespace=AMD_NAMESPACE, selector={f"{LABEL_PREFIX}/gpu": gpus[0]},
-            taint_keys=tuple(_taint_keys(pools)), dcm_configmap=DCM_CONFIGMAP if profiles else None))
-        _custom_resource(f"{name}-device-config", body, self._opts(after))
 
-    def _cache(self, name: str, cluster: ClusterFacts, kserve: list[pulumi.Resource]) -> None:
-        cached = [p for p in cluster.pools if p.nvme_path is not None]
-        if not cached:
-            return
-        storage_class = k8s.storage.v1.StorageClass(
-            f"{name}-local-models", metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=manifests.CACHE_STORAGE_CLASS, labels=dict(manifests.MANAGED)),
-            # Local volumes have no provisioner; binding waits for the pod so the PV's node wins.
-            provisioner="kubernetes.io/no-provisioner", volume_binding_mode="WaitForFirstConsumer",
-            reclaim_policy="Delete", opts=self._opts())
-        for pool in cached:
-            assert pool.nvme_path is not None
-            body = manifests.local_model_node_group(pool.name, pool.nvme_path, pool.shape.local_nvme_gb)
-            _custom_resource(f"{name}-cache-{pool.name}", body, self._opts([*kserve, storage_class]))
+        def body(root: str) -> dict[str, Any]:
+            return manifests.amd_device_config(manifests.AmdDeviceConfigInput(
+                name=AMD_DEVICE_CONFIG, namespace=AMD_NAMESPACE,
+                selector={f"{LABEL_PREFIX}/gpu": gpus[0]}, taint_keys=tuple(_taint_keys(pools)),
+                driver_image=amd_driver_image(root), dcm_configmap=DCM_CONFIGMAP if profiles else None))
+
+        # Built once plainly so a bad config fails before anything is registered.
+        plain = body("registry.invalid/rtip")
+        _custom_resource(f"{name}-device-config", {
+            **plain, "spec": pulumi.Output.from_input(image_registry).apply(lambda r: body(r)["spec"])},
+            self._opts(after))
 
 
 def _custom_resource(name: str, body: dict[str, Any],
@@ -226,6 +252,7 @@ def _custom_resource(name: str, body: dict[str, Any],
         spec=body["spec"], opts=opts)
 
 
-__all__ = ["AMD_DEVICE_CONFIG", "AMD_NAMESPACE", "DCM_CONFIGMAP", "DEVICE_PLUGIN_CONFIGMAP",
-           "MIG_CONFIGMAP", "MIG_CONFIG_FILE", "NVIDIA_NAMESPACE", "NVIDIA_ON", "GpuAddons",
-           "NvidiaOnCloud", "amd_values", "gpu_notes", "model_cache", "nvidia_values"]
+__all__ = ["AMD_DEVICE_CONFIG", "AMD_DRIVER_REPOSITORY", "AMD_NAMESPACE", "DCM_CONFIGMAP",
+           "DEVICE_PLUGIN_CONFIGMAP", "MIG_CONFIGMAP", "MIG_CONFIG_FILE", "NVIDIA_NAMESPACE", "NVIDIA_ON",
+           "GpuAddons", "NvidiaOnCloud", "amd_driver_image", "amd_values", "gpu_notes", "model_cache",
+           "nvidia_values"]

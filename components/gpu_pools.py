@@ -16,12 +16,25 @@ LABEL_PREFIX = "rtip.dev"
 # EKS AL2023 nodeadm `localStorage.strategy: RAID0` assembles the instance-store disks at
 # /mnt/k8s-disks/0; GKE `ephemeral_storage_local_ssd_config` backs ephemeral storage under
 # /mnt/stateful_partition/kube-ephemeral-ssd. AKS mounts only the VM's temporary (resource) disk,
-# at /mnt; the NVMe drives of NC H100 v5 / ND MI300X v5 stay raw devices until the model-cache
-# work assembles them, so on AKS the cache path is the temp disk for now.
+# at /mnt, and leaves the NVMe drives raw; the toolkit's node-prep DaemonSet
+# (serving/nodeprep.py) assembles them into one RAID0 array mounted at /mnt/rtip-nvme.
 NVME_PATH: dict[Cloud, str] = {
     Cloud.AWS: "/mnt/k8s-disks/0",
     Cloud.GCP: "/mnt/stateful_partition/kube-ephemeral-ssd",
-    Cloud.AZURE: "/mnt",
+    Cloud.AZURE: "/mnt/rtip-nvme",
+}
+# Clouds whose NVMe the toolkit assembles itself (the node-prep DaemonSet's RAID0 step).
+ASSEMBLE_NVME: frozenset[Cloud] = frozenset({Cloud.AZURE})
+
+# KServe's node agent DaemonSet selects only nodes with this label (kserve-localmodel-resources
+# v0.20.0 files/resources.yaml: `nodeSelector: kserve/localmodel: worker`, kept by the deep merge).
+LOCALMODEL_NODE_LABEL = ("kserve/localmodel", "worker")
+
+# Taints a cloud puts on spot nodes itself, which model pods must then tolerate: AKS adds
+# `kubernetes.azure.com/scalesetpriority=spot:NoSchedule` to every spot node (AKS docs, "Add a
+# spot node pool"); EKS managed node groups and GKE spot pools add none.
+SPOT_TAINT: dict[Cloud, Taint] = {
+    Cloud.AZURE: Taint("kubernetes.azure.com/scalesetpriority", "spot"),
 }
 
 # Every GPU node repels pods that do not ask for its GPUs (FACTS.md section 4).
@@ -58,7 +71,19 @@ def node_labels(pool: PlannedPool) -> dict[str, str]:
         labels[DEVICE_PLUGIN_CONFIG_LABEL] = config_key(pool)
     elif isinstance(s, Partition):
         labels[AMD_PROFILE_LABEL] = s.profile.lower()
+    if pool.shape.local_nvme_gb:
+        # Only nodes with a cache disk run KServe's node agent and hold cached models.
+        labels[LOCALMODEL_NODE_LABEL[0]] = LOCALMODEL_NODE_LABEL[1]
     return labels
+
+
+def pool_taints(cloud: Cloud, pool: PlannedPool) -> tuple[Taint, ...]:
+    """The GPU taint, and the cloud's own spot taint on a spot pool."""
+    taints = [Taint(GPU_TAINT_KEY[pool.vendor], GPU_TAINT_VALUE[cloud])]
+    spot = SPOT_TAINT.get(cloud)
+    if spot is not None and pool.capacity_type == "spot":
+        taints.append(spot)
+    return tuple(taints)
 
 
 def pool_facts(cloud: Cloud, pool: PlannedPool) -> PoolFacts:
@@ -66,7 +91,7 @@ def pool_facts(cloud: Cloud, pool: PlannedPool) -> PoolFacts:
         name=pool.name, shape=pool.shape, sharing=pool.sharing, planned=pool.planned,
         capacity_type=pool.capacity_type, min_nodes=pool.min_nodes, max_nodes=pool.max_nodes,
         zones=pool.zones, labels=node_labels(pool),
-        taints=(Taint(GPU_TAINT_KEY[pool.vendor], GPU_TAINT_VALUE[cloud]),),
+        taints=pool_taints(cloud, pool),
         nvme_path=NVME_PATH[cloud] if pool.shape.local_nvme_gb else None,
     )
 
@@ -79,5 +104,5 @@ class GpuPool(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-__all__ = ["GPU_TAINT_KEY", "GPU_TAINT_VALUE", "LABEL_PREFIX", "NVME_PATH", "GpuPool", "config_key",
-           "node_labels", "pool_facts"]
+__all__ = ["ASSEMBLE_NVME", "GPU_TAINT_KEY", "GPU_TAINT_VALUE", "LABEL_PREFIX", "LOCALMODEL_NODE_LABEL",
+           "NVME_PATH", "SPOT_TAINT", "GpuPool", "config_key", "node_labels", "pool_facts", "pool_taints"]

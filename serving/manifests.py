@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.charts import image
+from serving.nodeprep import AGENT_HOST_PATH
 
 POOL_LABEL = "rtip.dev/pool"
 MANAGED = {"app.kubernetes.io/managed-by": "rtip"}
@@ -31,8 +32,13 @@ def cache_limit_gb(local_nvme_gb: int) -> int:
     return int(local_nvme_gb * CACHE_SHARE)
 
 
-def local_model_node_group(pool: str, nvme_path: str, local_nvme_gb: int) -> dict[str, Any]:
-    """KServe's model cache on one GPU pool's local NVMe: a local PV pinned to the pool's nodes."""
+def local_model_node_group(pool: str, local_nvme_gb: int) -> dict[str, Any]:
+    """KServe's model cache on one GPU pool's local NVMe: a PV pinned to the pool's nodes.
+
+    The PV is a `hostPath` at the node agent's own host path (serving/nodeprep.py: KServe's agent
+    and download Jobs meet only there), which the node-prep DaemonSet binds onto the NVMe;
+    `DirectoryOrCreate` lets the kubelet create it should a pod land first. A `local` PV would
+    need the path to exist and would not be created."""
     size = f"{cache_limit_gb(local_nvme_gb)}G"
     api_version, kind = LOCAL_MODEL_NODE_GROUP
     return {
@@ -48,7 +54,7 @@ def local_model_node_group(pool: str, nvme_path: str, local_nvme_gb: int) -> dic
                 "storageClassName": CACHE_STORAGE_CLASS,
                 # Cached weights are re-downloadable: a deleted volume costs a download, not data.
                 "persistentVolumeReclaimPolicy": "Delete",
-                "local": {"path": cache_path(nvme_path)},
+                "hostPath": {"path": AGENT_HOST_PATH, "type": "DirectoryOrCreate"},
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                     {"key": POOL_LABEL, "operator": "In", "values": [pool]}]}]}},
             },
@@ -69,6 +75,9 @@ class AmdDeviceConfigInput:
     selector: dict[str, str]  # node labels of the MI300X nodes the config manages
     taint_keys: tuple[str, ...]  # taints on those nodes the operator's daemons must tolerate
     # The Device Config Manager's ConfigMap, when a pool asks for a CPX/NPS4 partition.
+    # The repository (no tag: the operator tags by kernel and driver version) the in-cluster
+    # driver build pushes to and the nodes pull from: under the region's own registry.
+    driver_image: str = ""
     dcm_configmap: str | None = None
     driver_version: str = "6.4"
 
@@ -80,14 +89,19 @@ def _tolerations(keys: tuple[str, ...]) -> list[dict[str, str]]:
 def amd_device_config(cfg: AmdDeviceConfigInput) -> dict[str, Any]:
     """The AMD GPU operator's DeviceConfig: driver, device plugin, labeller, metrics, partitioning.
 
-    AKS leaves MI300X nodes without a driver (components/azure_nodes.py), so the operator builds
-    and loads the out-of-tree amdgpu driver (`driver.version`, the chart's default ROCm release).
+    AKS leaves MI300X nodes without a driver (components/azure/nodes.py), so the operator builds
+    and loads the out-of-tree amdgpu driver (`driver.version`) and keeps the built image in
+    `driver.image` (DeviceConfig CRD v1.5.1: without it the build has nowhere to push).
     """
+    if not cfg.driver_image:
+        raise ValueError(f"DeviceConfig {cfg.name}: the driver is enabled but no driver image "
+                         f"repository is given")
     tolerations = _tolerations(cfg.taint_keys)
     api_version, kind = DEVICE_CONFIG
     spec: dict[str, Any] = {
         "selector": dict(cfg.selector),
-        "driver": {"enable": True, "version": cfg.driver_version, "tolerations": tolerations},
+        "driver": {"enable": True, "version": cfg.driver_version, "image": cfg.driver_image,
+                   "tolerations": tolerations},
         "commonConfig": {"utilsContainer": {"image": image("amd-utils"),
                                             "imagePullPolicy": "IfNotPresent"}},
         "devicePlugin": {

@@ -141,7 +141,10 @@ def test_platform_releases_and_their_order(stack: str, cluster: str) -> None:
     assert rel["cert-manager"].inputs["values"]["crds"]["enabled"] is True
     kserve = rel["kserve-resources"]
     assert kserve.inputs["values"]["kserve"]["controller"]["deploymentMode"] == "Standard"
-    assert kserve.inputs["values"]["kserve"]["localmodel"]["enabled"] is True
+    # The cache flag only where the cache's charts are installed (tests/test_localmodel.py).
+    has_nvme = any(p["nvmePath"] for p in pools(record, cluster))
+    assert kserve.inputs["values"]["kserve"]["localmodel"]["enabled"] is has_nvme
+    assert ("kserve-localmodel-crd" in rel) is has_nvme
     assert {urn["kserve-crd"], urn["cert-manager"]} <= set(kserve.dependencies)
     spec = rel["kube-prometheus-stack"].inputs["values"]["prometheus"]["prometheusSpec"]
     for kind in ("serviceMonitor", "podMonitor", "rule"):
@@ -151,7 +154,7 @@ def test_platform_releases_and_their_order(stack: str, cluster: str) -> None:
         if name in rel:
             assert urn["kube-prometheus-stack"] in rel[name].dependencies, name
     # Custom resources wait for the release that installs their CRD.
-    crd_release = {"LocalModelNodeGroup": "kserve-crd", "DeviceConfig": "gpu-operator-charts"}
+    crd_release = {"LocalModelNodeGroup": "kserve-localmodel-crd", "DeviceConfig": "gpu-operator-charts"}
     for r in record.resources:
         if r.custom and r.type.startswith("kubernetes:") and cluster_of(record, r) == cluster:
             needs = crd_release.get(str(r.inputs.get("kind")))
@@ -287,7 +290,8 @@ def test_model_cache_on_every_nvme_pool(stack: str, cluster: str) -> None:
             continue
         spec = groups[p["pool"]]
         pv = spec["persistentVolumeSpec"]
-        assert pv["local"]["path"] == p["nvmePath"] + "/models"
+        # The node agent's host path, which node prep binds onto `<nvmePath>/models`.
+        assert pv["hostPath"] == {"path": "/models", "type": "DirectoryOrCreate"}
         term = pv["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
         assert term == {"key": "rtip.dev/pool", "operator": "In", "values": [p["pool"]]}
         shape = machine(cloud, p["machineType"])

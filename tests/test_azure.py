@@ -151,7 +151,8 @@ def test_one_agent_pool_per_gpu_pool() -> None:
         i = pool.inputs
         assert record.get(pool.parent).inputs["pool"] == spec.name
         # AKS mounts the VM's temporary disk at /mnt (Azure docs, "Temporary disk").
-        assert record.get(pool.parent).inputs["nvmePath"] == "/mnt"
+        # The NVMe RAID0 array node prep assembles, not the temp disk at /mnt.
+        assert record.get(pool.parent).inputs["nvmePath"] == "/mnt/rtip-nvme"
         assert i["resourceName"] == aks.outputs["name"]
         assert i["vmSize"] == spec.shape.name
         assert i["mode"] == "User"

@@ -27,8 +27,11 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @cache
 def _crd_files() -> dict[str, Path]:
-    """`<group>_<plural>.yaml` by file stem (the upstream naming every file here follows)."""
-    return {p.stem: p for p in CRDS.glob("*/*.yaml")}
+    """`<group>_<plural>.yaml` by file stem (the upstream naming every file here follows); the
+    CRDs of ../shared/crds and, for charts it has none of (Karpenter), the pinned chart's own."""
+    charts = SHARED / "charts"
+    extra = [*charts.glob("karpenter-crd/1.14.1/crds/*.yaml")]
+    return {p.stem: p for p in [*extra, *CRDS.glob("*/*.yaml")]}
 
 
 @cache
@@ -123,7 +126,8 @@ def test_partitioned_mi300x_device_config_validates(profile: str) -> None:
     assert set(profiles) == {profile.lower()}
     doc = manifests.amd_device_config(manifests.AmdDeviceConfigInput(
         name="rtip-mi300x", namespace="kube-amd-gpu", selector={"rtip.dev/gpu": "mi300x"},
-        taint_keys=("amd.com/gpu",), dcm_configmap="rtip-dcm-config"))
+        taint_keys=("amd.com/gpu",), driver_image="rtip.azurecr.io/rtip/amdgpu-driver",
+        dcm_configmap="rtip-dcm-config"))
     check(doc)
     assert doc["spec"]["configManager"] == {**doc["spec"]["configManager"], "enable": True,
                                             "config": {"name": "rtip-dcm-config"}}
@@ -131,11 +135,11 @@ def test_partitioned_mi300x_device_config_validates(profile: str) -> None:
 
 
 def test_local_model_node_group_without_stack_validates() -> None:
-    check(manifests.local_model_node_group("l4", "/mnt/k8s-disks/0", 450))
+    check(manifests.local_model_node_group("l4", 450))
 
 
 def test_unknown_field_is_caught() -> None:
-    doc = manifests.local_model_node_group("l4", "/mnt/k8s-disks/0", 450)
+    doc = manifests.local_model_node_group("l4", 450)
     doc["spec"]["storageLimt"] = "1G"
     schema = schema_of(doc["apiVersion"], doc["kind"])
     assert unknown_fields(doc, schema) == [".spec.storageLimt"]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 
 import pytest
 
+from rtip import offline
+from rtip.stackfile import load
 from stacks.naming import weights_bucket
 from stacks.schema import AwsRegion
-from tests.conftest import record_of, spec_of
+from tests.conftest import record_of, spec_of, stack_doc, write_stack
 
 
 def region_of(record, res) -> str:
@@ -19,13 +23,17 @@ def aws_regions(stack):
     return [r for r in spec_of(stack).regions if isinstance(r, AwsRegion)]
 
 
+# Where each default image is filed: `<prefix>/<namespace>/<upstream path>` (written out by hand).
+MIRRORED = {"vllm-openai": "rtip/docker-hub/vllm/vllm-openai", "vllm-rocm": "rtip/docker-hub/rocm/vllm"}
+
+
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
-def test_ecr_repositories_in_the_source_region(stack) -> None:
+def test_without_a_docker_hub_login_the_images_are_mirrored_into_the_source_region(stack) -> None:
     record = record_of(stack)
     spec = spec_of(stack)
+    assert not spec.registries.upstream_credentials
     repos = record.by_type("aws:ecr/repository:Repository")
-    assert sorted(r.inputs["name"] for r in repos) == sorted(
-        f"{spec.registries.name_prefix}/{i}" for i in spec.registries.images)
+    assert sorted(r.inputs["name"] for r in repos) == sorted(MIRRORED[i] for i in spec.registries.images)
     source = aws_regions(stack)[0].region
     for repo in repos:
         assert region_of(record, repo) == source
@@ -33,15 +41,57 @@ def test_ecr_repositories_in_the_source_region(stack) -> None:
         assert repo.inputs["imageScanningConfiguration"]["scanOnPush"] is True
         enc = repo.inputs["encryptionConfigurations"][0]
         assert enc["encryptionType"] == ("KMS" if spec.is_prod else "AES256")
+    # Docker Hub needs a login for an ECR pull-through cache: no rule without one.
+    assert not record.by_type("aws:ecr/pullThroughCacheRule:PullThroughCacheRule")
 
 
-def test_ecr_replicates_into_every_other_aws_region() -> None:
+def test_ecr_replicates_the_mirrored_repositories_into_every_other_aws_region() -> None:
     record = record_of("prod")
     (config,) = record.by_type("aws:ecr/replicationConfiguration:ReplicationConfiguration")
     (rule,) = config.inputs["replicationConfiguration"]["rules"]
     assert sorted(d["region"] for d in rule["destinations"]) == [r.region for r in aws_regions("prod")[1:]]
-    assert rule["repositoryFilters"] == [{"filter": "rtip/", "filterType": "PREFIX_MATCH"}]
+    assert sorted(f["filter"] for f in rule["repositoryFilters"]) == sorted(MIRRORED.values())
+    assert {f["filterType"] for f in rule["repositoryFilters"]} == {"PREFIX_MATCH"}
     assert not record_of("staging").by_type("aws:ecr/replicationConfiguration:ReplicationConfiguration")
+
+
+@pytest.fixture(scope="module")
+def with_login(tmp_path_factory):
+    doc = copy.deepcopy(stack_doc("prod")["config"]["rtip:platform"])
+    doc.setdefault("registries", {})["upstream_credentials"] = {
+        "docker.io": {"username": "dockerHubUser", "token": "dockerHubToken"}}
+    path = write_stack(tmp_path_factory.mktemp("login"), doc, name="login", extra={
+        "rtip:dockerHubUser": {"secure": "v1:user"}, "rtip:dockerHubToken": {"secure": "v1:token"}})
+    return offline.run(load(str(path)))
+
+
+def test_a_docker_hub_login_gives_every_aws_region_its_own_pull_through_cache(with_login) -> None:
+    record = with_login
+    rules = {region_of(record, r): r
+             for r in record.by_type("aws:ecr/pullThroughCacheRule:PullThroughCacheRule")}
+    assert sorted(rules) == sorted(r.region for r in aws_regions("prod"))
+    secrets = {region_of(record, s): s for s in record.by_type("aws:secretsmanager/secret:Secret")}
+    for region, rule in rules.items():
+        assert rule.inputs["ecrRepositoryPrefix"] == "rtip/docker-hub"
+        # CreatePullThroughCacheRule: Docker Hub's upstream URL, and a credential ARN matching
+        # ^arn:aws:secretsmanager:[a-zA-Z0-9-:]+:secret:ecr\-pullthroughcache\/[a-zA-Z0-9\/_+=.@-]+$
+        assert rule.inputs["upstreamRegistryUrl"] == "registry-1.docker.io"
+        assert re.match(r"^arn:aws:secretsmanager:[a-zA-Z0-9-:]+:secret:ecr\-pullthroughcache\/"
+                        r"[a-zA-Z0-9\/_+=.@-]+$", rule.inputs["credentialArn"])
+        # The secret is in the rule's own region, as ECR requires.
+        assert rule.inputs["credentialArn"] == secrets[region].outputs["arn"]
+    for version in record.by_type("aws:secretsmanager/secretVersion:SecretVersion"):
+        assert "secretString" in version.secret_paths
+    templates = record.by_type("aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate")
+    assert {(region_of(record, t), t.inputs["prefix"], tuple(t.inputs["appliedFors"]))
+            for t in templates} == \
+        {(r.region, "rtip/docker-hub", ("PULL_THROUGH_CACHE",)) for r in aws_regions("prod")}
+    # The cache serves the images: nothing to mirror, nothing to replicate.
+    assert not record.by_type("aws:ecr/repository:Repository")
+    images = {d.inputs["runtimeImage"] for d in record.by_type("rtip:k8s:ModelDeployment")
+              if ".ecr." in d.inputs["runtimeImage"]}
+    assert images == {f"123456789012.dkr.ecr.{r.region}.amazonaws.com/rtip/docker-hub/vllm/"
+                      "vllm-openai:v0.11.0" for r in aws_regions("prod")}
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
@@ -91,7 +141,13 @@ def policies(record):
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_no_grant_uses_a_wildcard_resource(stack) -> None:
-    for res, doc in policies(record_of(stack)):
+    # The registries' and model identities' grants (Karpenter's EC2 Describe calls have no
+    # resource-level permissions: tests/test_karpenter.py checks those against upstream).
+    record = record_of(stack)
+    for res, doc in policies(record):
+        owners = {a.type for a in record.ancestors(res)}
+        if not owners & {"rtip:aws:Registries", "rtip:aws:ModelIdentity"}:
+            continue
         for statement in doc["Statement"]:
             resources = statement["Resource"]
             resources = [resources] if isinstance(resources, str) else resources
@@ -109,15 +165,21 @@ def test_model_pods_read_only_their_own_regions_bucket(stack) -> None:
     assert sorted(i.inputs["region"] for i in identities) == sorted(r.region for r in aws_regions(stack))
     for identity in identities:
         region = identity.inputs["region"]
-        (assoc,) = [a for a in record.by_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
-                    if a.parent == identity.urn]
-        assert assoc.inputs["clusterName"] == identity.inputs["cluster"]
-        assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("rtip-models", "model-server")
+        assocs = [a for a in record.by_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                  if a.parent == identity.urn]
+        # The model servers, and the cache's download Jobs where the cluster has a cache
+        # (tests/test_localmodel.py): each service account once, all to the one read-only role.
+        trusted = sorted(f"{a.inputs['namespace']}/{a.inputs['serviceAccount']}" for a in assocs)
+        assert trusted == sorted(identity.inputs["serviceAccounts"])
+        assert "rtip-models/model-server" in trusted
+        assert {a.inputs["clusterName"] for a in assocs} == {identity.inputs["cluster"]}
+        assert len({a.inputs["roleArn"] for a in assocs}) == 1
         (grant,) = [p for p in record.by_type("aws:iam/rolePolicy:RolePolicy") if p.parent == identity.urn]
         resources = {r for s in json.loads(grant.inputs["policy"])["Statement"] for r in s["Resource"]}
         s3 = {r for r in resources if r.startswith("arn:aws:s3")}
         assert s3 == {buckets[region], f"{buckets[region]}/models/*"}
-        (sa,) = [s for s in record.by_type("kubernetes:core/v1:ServiceAccount") if s.parent == identity.urn]
+        (sa,) = [s for s in record.by_type("kubernetes:core/v1:ServiceAccount") if s.parent == identity.urn
+                 and s.inputs["metadata"]["name"] == "model-server"]
         cluster = next(a for a in record.ancestors(identity) if a.type == "rtip:aws:Cluster")
         assert record.get(sa.provider).parent == cluster.urn
 

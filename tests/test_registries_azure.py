@@ -253,19 +253,25 @@ def test_model_pods_federate_with_their_own_cluster_and_read_its_container(which
         aks = only(record, MANAGED_CLUSTER, cluster.urn)
         identity = only(record, IDENTITY, component.urn)
         assert identity.inputs["resourceGroupName"] == aks.inputs["resourceGroupName"]
-        fic = only(record, FEDERATION, component.urn)
-        assert fic.inputs["issuer"] == aks.outputs["oidcIssuerProfile"]["issuerURL"]
-        issuers.add(fic.inputs["issuer"])
-        assert fic.inputs["subject"] == "system:serviceaccount:rtip-models:model-server"
-        assert fic.inputs["audiences"] == [TOKEN_AUDIENCE]
-        assert fic.inputs["resourceName"] == identity.outputs["name"]
+        fics = [f for f in record.by_type(FEDERATION) if f.parent == component.urn]
+        # The model servers, and the cache's download Jobs where the cluster has a cache: one
+        # credential per service account, all on the one identity and the cluster's own issuer.
+        assert sorted(f.inputs["subject"] for f in fics) == sorted(
+            "system:serviceaccount:" + ref.replace("/", ":") for ref in component.inputs["serviceAccounts"])
+        assert "system:serviceaccount:rtip-models:model-server" in {f.inputs["subject"] for f in fics}
+        for fic in fics:
+            assert fic.inputs["issuer"] == aks.outputs["oidcIssuerProfile"]["issuerURL"]
+            issuers.add(fic.inputs["issuer"])
+            assert fic.inputs["audiences"] == [TOKEN_AUDIENCE]
+            assert fic.inputs["resourceName"] == identity.outputs["name"]
         reader = grant_of(record, component.urn, STORAGE_BLOB_DATA_READER)
         assert reader.inputs["principalId"] == identity.outputs["principalId"]
         assert reader.inputs["scope"] == containers[component.inputs["region"]]
         pull = grant_of(record, component.urn, ACR_PULL)
         assert pull.inputs["principalId"] == aks.outputs["identityProfile"]["kubeletidentity"]["objectId"]
         assert pull.inputs["scope"] == acr.outputs["id"]
-        sa = only(record, "kubernetes:core/v1:ServiceAccount", component.urn)
+        (sa,) = [s for s in record.by_type("kubernetes:core/v1:ServiceAccount") if s.parent == component.urn
+                 and s.inputs["metadata"]["name"] == "model-server"]
         meta = sa.inputs["metadata"]
         assert (meta["namespace"], meta["name"]) == ("rtip-models", "model-server")
         assert sa.inputs["metadata"]["annotations"] == {CLIENT_ID_ANNOTATION: identity.outputs["clientId"]}
@@ -365,3 +371,13 @@ def test_registries_go_through_their_regions_provider_with_stack_tags(which, two
             # The registries serve every cluster of the stack, so they name none of them.
             assert res.inputs["tags"]["rtip-environment"] == environment, res.urn
             assert "rtip-cluster" not in res.inputs["tags"], res.urn
+
+
+def test_a_cache_rule_per_toolkit_image_maps_the_pulled_path_onto_docker_hub() -> None:
+    record = record_of("prod")
+    rules = {r.inputs["targetRepository"]: r.inputs["sourceRepository"]
+             for r in record.by_type("azure-native:containerregistry:CacheRule")}
+    # Written out: target repository in the registry => source repository upstream.
+    assert rules["docker-hub/vllm/vllm-openai"] == "docker.io/vllm/vllm-openai"
+    assert rules["docker-hub/rocm/vllm"] == "docker.io/rocm/vllm"
+    assert rules["docker-hub/rocm/gpu-operator"] == "docker.io/rocm/gpu-operator"

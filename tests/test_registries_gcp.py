@@ -25,6 +25,11 @@ def two_gcp_regions(tmp_path_factory):
     return offline.run(load(str(path)))
 
 
+def standard_repositories(record):
+    return [r for r in record.by_type("gcp:artifactregistry/repository:Repository")
+            if r.inputs.get("mode") != "REMOTE_REPOSITORY"]
+
+
 def test_shared_location() -> None:
     def r(name):
         return GcpRegion(cloud="gcp", region=name, project="p-12345", zones=[f"{name}-a"],
@@ -37,7 +42,7 @@ def test_shared_location() -> None:
 def test_one_region_gets_a_regional_repository_and_bucket() -> None:
     record = record_of("prod")
     spec = spec_of("prod")
-    (repo,) = record.by_type("gcp:artifactregistry/repository:Repository")
+    (repo,) = standard_repositories(record)
     assert repo.inputs["location"] == "us-central1" and repo.inputs["format"] == "DOCKER"
     assert repo.inputs["dockerConfig"]["immutableTags"] is True
     (bucket,) = record.by_type("gcp:storage/bucket:Bucket")
@@ -60,7 +65,7 @@ def test_one_region_gets_a_regional_repository_and_bucket() -> None:
 
 def test_two_regions_share_a_multi_region_repository_and_a_dual_region_bucket(two_gcp_regions) -> None:
     record = two_gcp_regions
-    (repo,) = record.by_type("gcp:artifactregistry/repository:Repository")
+    (repo,) = standard_repositories(record)
     assert repo.inputs["location"] == "us"
     (bucket,) = record.by_type("gcp:storage/bucket:Bucket")
     assert bucket.inputs["location"] == "US"
@@ -82,14 +87,30 @@ def test_model_pods_read_only_the_weights_bucket(which, two_gcp_regions) -> None
         assert grant.inputs["bucket"] == bucket.outputs["name"]
         assert grant.inputs["role"] == "roles/storage.objectViewer"
         assert grant.inputs["member"] == f"serviceAccount:{gsa.outputs['email']}"
-        (wi,) = [w for w in record.by_type("gcp:serviceaccount/iAMMember:IAMMember")
-                 if w.parent == identity.urn]
-        assert wi.inputs["role"] == "roles/iam.workloadIdentityUser"
-        assert wi.inputs["member"].endswith(".svc.id.goog[rtip-models/model-server]")
-        (sa,) = [s for s in record.by_type("kubernetes:core/v1:ServiceAccount") if s.parent == identity.urn]
+        wis = [w for w in record.by_type("gcp:serviceaccount/iAMMember:IAMMember")
+               if w.parent == identity.urn]
+        assert {w.inputs["role"] for w in wis} == {"roles/iam.workloadIdentityUser"}
+        # The model servers, and the cache's download Jobs where the cluster has a cache.
+        assert sorted(w.inputs["member"].split(".svc.id.goog[", 1)[1].rstrip("]") for w in wis) == \
+            sorted(identity.inputs["serviceAccounts"])
+        assert any(w.inputs["member"].endswith(".svc.id.goog[rtip-models/model-server]") for w in wis)
+        (sa,) = [s for s in record.by_type("kubernetes:core/v1:ServiceAccount") if s.parent == identity.urn
+                 and s.inputs["metadata"]["name"] == "model-server"]
         assert sa.inputs["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == gsa.outputs["email"]
         cluster = next(a for a in record.ancestors(identity) if a.type == "rtip:gcp:Cluster")
         assert record.get(sa.provider).parent == cluster.urn
     # No grant on the project or anything wider than the bucket for the model identities.
     for member in record.by_type("gcp:projects/iAMMember:IAMMember"):
         assert not any(a.type == "rtip:gcp:ModelIdentity" for a in record.ancestors(member))
+
+
+def test_a_docker_hub_remote_repository_beside_each_standard_one() -> None:
+    record = record_of("prod")
+    repos = record.by_type("gcp:artifactregistry/repository:Repository")
+    remote = [r for r in repos if r.inputs.get("mode") == "REMOTE_REPOSITORY"]
+    standard = [r for r in repos if r.inputs.get("mode") != "REMOTE_REPOSITORY"]
+    assert {r.inputs["location"] for r in remote} == {r.inputs["location"] for r in standard}
+    for repo in remote:
+        # Artifact Registry's Docker Hub preset, and the ID the pulled path names.
+        assert repo.inputs["remoteRepositoryConfig"]["dockerRepository"] == {"publicRepository": "DOCKER_HUB"}
+        assert repo.inputs["repositoryId"] == "rtip-docker-hub" and repo.inputs["format"] == "DOCKER"

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
 
 from components.aws.cluster import AwsCluster
 from components.aws.registries import AwsStore
-from components.identity import ModelIdentity
-from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE
+from components.identity import MODEL_SERVER, ModelIdentity, Subject
 from stacks.naming import MODELS_PREFIX
 
 
@@ -32,7 +31,8 @@ def read_weights_policy(bucket_arn: str, key_arn: str | None) -> str:
 class AwsModelIdentity(ModelIdentity[AwsCluster, AwsStore]):
     TYPE = "rtip:aws:ModelIdentity"
 
-    def bind(self, name: str, cluster: AwsCluster, store: AwsStore) -> Mapping[str, pulumi.Input[str]] | None:
+    def bind(self, name: str, cluster: AwsCluster, store: AwsStore,
+             trusted: Sequence[Subject]) -> Mapping[str, pulumi.Input[str]] | None:
         role = aws.iam.Role(f"{name}-role", aws.iam.RoleArgs(assume_role_policy=json.dumps({
             "Version": "2012-10-17",
             "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
@@ -44,9 +44,12 @@ class AwsModelIdentity(ModelIdentity[AwsCluster, AwsStore]):
             policy=pulumi.Output.all(*policy_inputs).apply(
                 lambda a: read_weights_policy(a[0], a[1] if len(a) > 1 else None)),
         ), opts=self.child)
-        aws.eks.PodIdentityAssociation(f"{name}-assoc", aws.eks.PodIdentityAssociationArgs(
-            cluster_name=cluster.facts.native_id, namespace=MODELS_NAMESPACE,
-            service_account=MODEL_SERVICE_ACCOUNT, role_arn=role.arn), opts=self.child)
+        # One association per trusted service account, all to the same read-only role.
+        for subject in trusted:
+            suffix = "" if subject == MODEL_SERVER else f"-{subject.service_account}"
+            aws.eks.PodIdentityAssociation(f"{name}-assoc{suffix}", aws.eks.PodIdentityAssociationArgs(
+                cluster_name=cluster.facts.native_id, namespace=subject.namespace,
+                service_account=subject.service_account, role_arn=role.arn), opts=self.child)
         # EKS Pod Identity needs no annotation: the association names the service account.
         return None
 

@@ -9,7 +9,7 @@ exchange its token for this identity.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pulumi
 from pulumi_azure_native import managedidentity
@@ -17,8 +17,8 @@ from pulumi_azure_native import managedidentity
 from components.azure.cluster import AzureCluster
 from components.azure.keys import grant
 from components.azure.registries import ACR_PULL, STORAGE_BLOB_DATA_READER, AzureStore
-from components.identity import ModelIdentity
-from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE
+from components.identity import MODEL_SERVER, ModelIdentity, Subject
+from components.namespaces import MODEL_SERVICE_ACCOUNT
 
 TOKEN_AUDIENCE = "api://AzureADTokenExchange"  # the audience Entra ID accepts for token exchange
 CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
@@ -31,7 +31,7 @@ class AzureModelIdentity(ModelIdentity[AzureCluster, AzureStore]):
     TYPE = "rtip:azure:ModelIdentity"
 
     def bind(self, name: str, cluster: AzureCluster, store: AzureStore,
-             ) -> Mapping[str, pulumi.Input[str]] | None:
+             trusted: Sequence[Subject]) -> Mapping[str, pulumi.Input[str]] | None:
         group = cluster.group.name
         # Keyword arguments: both Args classes name their parent identity `resource_name`, which
         # collides with the resource's own first parameter in the 3.29 SDK (components/azure/cluster.py).
@@ -39,12 +39,15 @@ class AzureModelIdentity(ModelIdentity[AzureCluster, AzureStore]):
             f"{name}-identity", resource_group_name=group,
             resource_name_=f"{cluster.cluster_name}-{MODEL_SERVICE_ACCOUNT}", location=cluster.region.name,
             tags=cluster.tags, opts=self.child)
-        managedidentity.FederatedIdentityCredential(
-            f"{name}-federation", resource_group_name=group,
-            resource_name_=identity.name, federated_identity_credential_resource_name=MODEL_SERVICE_ACCOUNT,
-            issuer=cluster.oidc_issuer,
-            subject=f"system:serviceaccount:{MODELS_NAMESPACE}:{MODEL_SERVICE_ACCOUNT}",
-            audiences=[TOKEN_AUDIENCE], opts=self.child)
+        # One federated credential per trusted service account, each for that one subject.
+        for subject in trusted:
+            suffix = "" if subject == MODEL_SERVER else f"-{subject.service_account}"
+            managedidentity.FederatedIdentityCredential(
+                f"{name}-federation{suffix}", resource_group_name=group,
+                resource_name_=identity.name,
+                federated_identity_credential_resource_name=subject.service_account,
+                issuer=cluster.oidc_issuer, subject=subject.oidc_subject,
+                audiences=[TOKEN_AUDIENCE], opts=self.child)
         # The one container of the cluster's own region, never the account or anything above it.
         grant(f"{name}-weights", STORAGE_BLOB_DATA_READER, store.weights_container, identity.principal_id,
               self.child)

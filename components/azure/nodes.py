@@ -127,7 +127,9 @@ def gpu_agent_pool(
         os_disk_size_gb=os_disk_gib(pool.machine_type),
         vnet_subnet_id=subnet_id,
         node_labels=dict(pool.labels),
-        # AKS adds `kubernetes.azure.com/scalesetpriority=spot:NoSchedule` to spot nodes itself.
+        # AKS adds `kubernetes.azure.com/scalesetpriority=spot:NoSchedule` to spot nodes itself;
+        # the pool's facts carry it too (components/gpu_pools.py SPOT_TAINT), so the model pods
+        # tolerate it and the declared taints match what the nodes have.
         node_taints=aks_taints(pool),
         gpu_instance_profile=mig,
         gpu_profile=aks.GPUProfileArgs(driver=GPU_DRIVER[pool.vendor]),

@@ -3,22 +3,22 @@ weights bucket and nothing else (images are pulled by the node service account).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
 
 from components.gcp.cluster import GcpCluster
 from components.gcp.registries import GcpStore
-from components.identity import ModelIdentity
-from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE
+from components.identity import MODEL_SERVER, ModelIdentity, Subject
 from stacks.naming import gcp_account_id
 
 
 class GcpModelIdentity(ModelIdentity[GcpCluster, GcpStore]):
     TYPE = "rtip:gcp:ModelIdentity"
 
-    def bind(self, name: str, cluster: GcpCluster, store: GcpStore) -> Mapping[str, pulumi.Input[str]] | None:
+    def bind(self, name: str, cluster: GcpCluster, store: GcpStore,
+             trusted: Sequence[Subject]) -> Mapping[str, pulumi.Input[str]] | None:
         project = cluster.spec.project
         account = gcp.serviceaccount.Account(f"{name}-gsa", gcp.serviceaccount.AccountArgs(
             account_id=gcp_account_id(cluster.cluster_name, "models"), project=project,
@@ -26,11 +26,13 @@ class GcpModelIdentity(ModelIdentity[GcpCluster, GcpStore]):
         member = account.email.apply(lambda e: f"serviceAccount:{e}")
         gcp.storage.BucketIAMMember(f"{name}-weights", gcp.storage.BucketIAMMemberArgs(
             bucket=store.bucket, role="roles/storage.objectViewer", member=member), opts=self.child)
-        # The Kubernetes service account may act as the Google one, and only that one.
-        gcp.serviceaccount.IAMMember(f"{name}-wi", gcp.serviceaccount.IAMMemberArgs(
-            service_account_id=account.name, role="roles/iam.workloadIdentityUser",
-            member=f"serviceAccount:{cluster.workload_pool}[{MODELS_NAMESPACE}/{MODEL_SERVICE_ACCOUNT}]",
-        ), opts=self.child)
+        # The trusted Kubernetes service accounts may act as the Google one, and only they.
+        for subject in trusted:
+            suffix = "" if subject == MODEL_SERVER else f"-{subject.service_account}"
+            gcp.serviceaccount.IAMMember(f"{name}-wi{suffix}", gcp.serviceaccount.IAMMemberArgs(
+                service_account_id=account.name, role="roles/iam.workloadIdentityUser",
+                member=f"serviceAccount:{cluster.workload_pool}[{subject.ref}]",
+            ), opts=self.child)
         return {"iam.gke.io/gcp-service-account": account.email}
 
 
