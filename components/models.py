@@ -14,10 +14,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.addons import MONITORING_NAMESPACE
-from components.contract import ClusterFacts
+from components.contract import ClusterFacts, RegionStore
 from components.namespaces import MODEL_SERVICE_ACCOUNT, MODELS_NAMESPACE
 from serving import deployments as dep
 from serving.charts import ChartKey, chart
+from serving.images import RegionalRegistry
 from stacks.model_plan import ModelRegionPlan
 
 PROMETHEUS_PORT = 9090
@@ -68,26 +69,36 @@ class ModelDeployment(pulumi.ComponentResource):
     """Runtime, InferenceService, ScaledObject, PDB, PodMonitor and model cache of one model.
 
     `releases` are ClusterAddons.releases; `after` are further resources every object waits for
-    (the models namespace and its service account)."""
+    (the models namespace and its service account). `store` is the region's registry: the runtime
+    image is pulled from it (serving/images.py), by the digest `digests` pins for it if any;
+    without a store the upstream reference stays (unit tests of the bodies only)."""
 
     manifests: dep.ModelManifests
 
     def __init__(self, name: str, plan: ModelRegionPlan, cluster: ClusterFacts,
                  releases: Mapping[ChartKey, pulumi.Resource], after: Sequence[pulumi.Resource] = (),
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 opts: pulumi.ResourceOptions | None = None, *, store: RegionStore | None = None,
+                 digests: Mapping[str, str] | None = None) -> None:
         missing = sorted({str(k) for ks in NEEDS.values() for k in ks} - {str(k) for k in releases})
         if missing:
             raise ValueError(f"model {plan.model}: cluster {cluster.name} lacks the add-on releases "
                              f"{', '.join(missing)} its objects need")
         pool, where = targets(plan, cluster)
+        # Upstream references first: the pinning is checked here, before anything is registered.
         built = dep.model_manifests(plan, pool, where)
+        runtime_spec: Any = built.runtime["spec"]
+        if store is not None:
+            pins = dict(digests or {})
+            runtime_spec = store.image_registry.apply(lambda root: dep.model_manifests(
+                plan, pool, where, registry=RegionalRegistry(root, store.cloud, pins)).runtime["spec"])
         super().__init__("rtip:k8s:ModelDeployment", name, {
             "cluster": cluster.name,
             "model": plan.model,
             "pool": plan.pool,
             "resource": plan.resource,
             "resourceCount": plan.resource_count,
-            "runtimeImage": built.runtime["spec"]["containers"][0]["image"],
+            "runtimeImage": pulumi.Output.from_input(runtime_spec).apply(
+                lambda spec: spec["containers"][0]["image"]),
             "modelCache": built.local_model_cache is not None,
             "notes": list(built.notes),
         }, opts)
@@ -98,6 +109,8 @@ class ModelDeployment(pulumi.ComponentResource):
         short = {"ClusterServingRuntime": "runtime", "InferenceService": "isvc",
                  "LocalModelCache": "cache", "ScaledObject": "scaler", "PodMonitor": "monitor"}
         for body in built.custom_resources():
+            if body is built.runtime:
+                body = {**body, "spec": runtime_spec}
             self._custom(f"{name}-{short[body['kind']]}", body)
         pdb = built.pod_disruption_budget
         k8s.policy.v1.PodDisruptionBudget(

@@ -71,11 +71,13 @@ class Platform(pulumi.ComponentResource):
             on_cluster = pulumi.ResourceOptions(parent=cluster)
             namespaces = ClusterNamespaces(f"{region.cluster}-ns", cluster.facts, opts=on_cluster)
             models_ns = [namespaces.namespaces[MODELS_NAMESPACE]]
-            addons = ClusterAddons(f"{region.cluster}-addons", cluster.facts, plan.posture, opts=on_cluster)
+            addons = ClusterAddons(f"{region.cluster}-addons", cluster.facts, plan.posture, opts=on_cluster,
+                                   store=stores[region.name])
             kit.identity(f"{region.cluster}-models", cluster, stores[region.name], models_ns, on_cluster)
             for model in region.models:
                 ModelDeployment(f"{region.cluster}-model-{model.model}", model, cluster.facts,
-                                addons.releases, models_ns, opts=on_cluster)
+                                addons.releases, models_ns, opts=on_cluster,
+                                store=stores[region.name], digests=plan.spec.registries.digests)
             self.clusters.append(cluster.facts)
 
 

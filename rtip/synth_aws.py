@@ -56,6 +56,15 @@ AWS: dict[str, Synthesizer] = {
     "aws:ecr/repository:Repository": _aws("", lambda a: {
         "arn": _aws_arn("ecr", a.region, f"repository/{a.physical}"), "registryId": ACCOUNT_ID,
         "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{a.region}.amazonaws.com/{a.physical}"}),
+    # ECR keeps one pull-through rule per prefix in the registry (the account) of its region.
+    "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": _aws("", lambda a: {"registryId": ACCOUNT_ID}),
+    "aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate": _aws("", lambda a: {
+        "registryId": ACCOUNT_ID}),
+    # Secrets Manager appends six random characters to a secret's name in its ARN.
+    "aws:secretsmanager/secret:Secret": _aws("", lambda a: {
+        "arn": _aws_arn("secretsmanager", a.region, f"secret:{a.physical}-{digest(a.urn, 6)}")}),
+    "aws:secretsmanager/secretVersion:SecretVersion": _aws("", lambda a: {
+        "versionId": _uuid(a.urn), "arn": a.inputs.get("secretId", "")}),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": _aws("a-", lambda a: {
         "associationArn": _aws_arn("eks", a.region, f"podidentityassociation/{_uuid(a.urn)}")}),
     # Karpenter (components/aws/karpenter.py): an SQS queue's ID is its URL.

@@ -97,15 +97,49 @@ IMAGES: dict[str, Image] = {
     "amd-node-labeller": Image("docker.io/rocm/k8s-device-plugin", "labeller-1.31.0.10"),
     "amd-metrics-exporter": Image("docker.io/rocm/device-metrics-exporter", "v1.4.0"),
     "amd-config-manager": Image("docker.io/rocm/device-config-manager", "v1.4.0"),
-    "amd-utils": Image("docker.io/rocm/gpu-operator-utils", "v1.4.0"),
-    # The chart's own controller default is the `dev` tag on the main branch: pin the release.
-    "amd-gpu-operator": Image("docker.io/rocm/gpu-operator", "v1.5.1"),
+    # The DeviceConfig utils container: the v1.5.1 chart names the repository
+    # `docker.io/rocm/amd-gpu-operator-utils` (values.yaml deviceConfig.spec.commonConfig), pinned
+    # at the operator's release.
+    "amd-utils": Image("docker.io/rocm/amd-gpu-operator-utils", "v1.5.1"),
+    # The controller as the v1.5.1 chart's values name it (controllerManager.manager.image).
+    "amd-gpu-operator": Image("docker.io/rocm/amd-gpu-operator", "v1.5.1"),
+    # The model cache's node preparation (serving/nodeprep.py): only `nsenter` and `sleep` from
+    # it; mdadm, mkfs and mount run from the host. Ubuntu's LTS base image, pinned by release.
+    "node-prep": Image("docker.io/library/ubuntu", "24.04"),
     # vLLM per GPU vendor (serving/deployments.py RUNTIME_IMAGE). CUDA: the project's release
     # image, the tag its Docker docs build on. ROCm: AMD's build (vLLM ships no ROCm release
     # image); the tag is one the rocm/vllm repository lists, vLLM 0.11.2 on ROCm 7.0.0.
     "vllm-openai": Image("docker.io/vllm/vllm-openai", "v0.11.0"),
     "vllm-rocm": Image("docker.io/rocm/vllm", "rocm7.0.0_vllm_0.11.2_20251210"),
 }
+
+# The public registries the toolkit's images come from, and how each cloud's cache reaches them.
+# `namespace` is the path segment a region's registry files an upstream under (ECR's console
+# defaults, e.g. `docker-hub`). ECR pull-through cache upstream URLs and which need a Secrets
+# Manager credential: ECR API CreatePullThroughCacheRule (`upstreamRegistryUrl`: Docker Hub is
+# `registry-1.docker.io`) and the ECR user guide, "Creating a pull through cache rule" (Docker Hub
+# and GitHub Container Registry authenticate with a secret named `ecr-pullthroughcache/...`;
+# ECR Public, Quay and registry.k8s.io need none). Artifact Registry remote repositories name
+# Docker Hub as the preset `DOCKER_HUB`, others by URI (`commonRepository.uri`), and pull
+# anonymously without credentials. ACR cache rules take `<host>/<path>` as the source and
+# pull Docker Hub, GHCR, Quay, registry.k8s.io (authenticated or not) and ECR Public
+# (unauthenticated only) (Azure docs, "Artifact cache in Azure Container Registry").
+@dataclass(frozen=True)
+class Upstream:
+    host: str  # as an image reference names it
+    namespace: str  # the path segment the regional caches file it under
+    ecr_url: str  # ECR pull-through `upstreamRegistryUrl`
+    gcp_uri: str | None  # Artifact Registry remote URI; None: its `DOCKER_HUB` preset
+    ecr_needs_credential: bool
+
+
+UPSTREAMS: dict[str, Upstream] = {u.host: u for u in (
+    Upstream("docker.io", "docker-hub", "registry-1.docker.io", None, True),
+    Upstream("ghcr.io", "ghcr", "ghcr.io", "https://ghcr.io", True),
+    Upstream("quay.io", "quay", "quay.io", "https://quay.io", False),
+    Upstream("public.ecr.aws", "ecr-public", "public.ecr.aws", "https://public.ecr.aws", False),
+    Upstream("registry.k8s.io", "k8s", "registry.k8s.io", "https://registry.k8s.io", False),
+)}
 
 # Tags that name no fixed content: an image deployed with one can change under a running stack.
 _FLOATING_TAGS = frozenset({"", "latest", "stable", "main", "master", "dev", "nightly"})
@@ -133,5 +167,5 @@ def image(key: str) -> str:
     return pinned_ref(pinned.ref, key)
 
 
-__all__ = ["CHARTS", "IMAGES", "Chart", "ChartKey", "Image", "UnpinnedError", "chart", "image",
-           "pinned_ref"]
+__all__ = ["CHARTS", "IMAGES", "UPSTREAMS", "Chart", "ChartKey", "Image", "UnpinnedError", "Upstream",
+           "chart", "image", "pinned_ref"]

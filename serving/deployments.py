@@ -19,6 +19,7 @@ from serving.autoscaling import POLLING_INTERVAL_S, Autoscaling
 from serving.charts import IMAGES, Image, UnpinnedError, pinned_ref
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud, MachineShape, Vendor
+from serving.images import RegionalRegistry
 from serving.manifests import MANAGED, POOL_LABEL
 from serving.models import Quantization
 from serving.profiles import SliceKind
@@ -124,14 +125,18 @@ class ModelManifests:
         return found + ([self.local_model_cache] if self.local_model_cache else [])
 
 
-def runtime_image(plan: ModelRegionPlan, vendor: Vendor, images: dict[str, Image] = IMAGES) -> str:
-    """The pinned vLLM image for the pool's vendor; anything floating is an error naming the model."""
+def runtime_image(plan: ModelRegionPlan, vendor: Vendor, images: dict[str, Image] = IMAGES,
+                  registry: RegionalRegistry | None = None) -> str:
+    """The pinned vLLM image for the pool's vendor, as the region's `registry` serves it (by the
+    stack's digest where it pins one); anything floating is an error naming the model. Without a
+    registry: the upstream reference (what the registry's cache fetches)."""
     key = RUNTIME_IMAGE[vendor]
     pinned = images.get(key)
     what = f"model {plan.model} ({plan.region}, pool {plan.pool}): vLLM runtime {key}"
     if pinned is None:
         raise UnpinnedError(f"{what}: no image in the pinned table (serving/charts.py)")
-    return pinned_ref(pinned.ref, what)
+    upstream = pinned_ref(pinned.ref, what)
+    return registry.ref(key, what, images) if registry else upstream
 
 
 def runtime_name(plan: ModelRegionPlan) -> str:
@@ -291,7 +296,8 @@ def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]
 
 
 def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTarget,
-                    images: dict[str, Image] = IMAGES) -> ModelManifests:
+                    images: dict[str, Image] = IMAGES,
+                    registry: RegionalRegistry | None = None) -> ModelManifests:
     """Every body of one model on one cluster, and what the plan should say about it."""
     if pool.name != plan.pool:
         raise ValueError(f"model {plan.model}: planned on pool {plan.pool!r}, given pool {pool.name!r}")
@@ -300,7 +306,8 @@ def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTar
         notes.append(f"model {plan.model}: pool {pool.name} has no local NVMe, so no LocalModelCache; "
                      f"vLLM streams the weights from {plan.source_uri} (--load-format runai_streamer)")
     return ModelManifests(
-        runtime=cluster_serving_runtime(plan, pool.vendor, runtime_image(plan, pool.vendor, images)),
+        runtime=cluster_serving_runtime(plan, pool.vendor,
+                                        runtime_image(plan, pool.vendor, images, registry)),
         inference_service=inference_service(plan, pool, cluster),
         scaled_object=scaled_object(plan, cluster),
         pod_disruption_budget=pod_disruption_budget(plan, cluster),

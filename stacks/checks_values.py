@@ -11,6 +11,7 @@ from ipaddress import IPv4Network
 
 from serving.hardware import MACHINES, SYSTEM_MACHINES, Cloud
 from stacks.checks_base import Problem
+from stacks.checks_images import check_images
 from stacks.schema import RegionSpec, StackSpec
 
 # RFC 1918 private address space: where every region's network lies.
@@ -57,6 +58,7 @@ def check_values(spec: StackSpec) -> Iterator[Problem]:
     for i, tenant in enumerate(spec.tenants):
         yield from repeats(f"tenants[{i}].models", tenant.models)
     yield from repeats("registries.images", spec.registries.images)
+    yield from check_images(spec)
 
 
 def _network(at: str, region: RegionSpec) -> Iterator[Problem]:

@@ -301,6 +301,12 @@ class TenantSpec(_Spec):
         "tenant's API key."))
 
 
+class UpstreamCredential(_Spec):
+    """A registry login as two secret config keys of this project (`pulumi config set --secret`)."""
+    username: Text = Field(description="Config key holding the user name, e.g. dockerHubUser.")
+    token: Text = Field(description="Config key holding its access token, e.g. dockerHubToken.")
+
+
 class RegistriesSpec(_Spec):
     """Container images mirrored into every region and the weights store's retention.
 
@@ -314,10 +320,18 @@ class RegistriesSpec(_Spec):
     images: list[Name] = Field(default_factory=lambda: ["vllm-openai", "vllm-rocm"], min_length=1,
                                json_schema_extra=UNIQUE,
                                description=(
-        "Image repositories mirrored into every region, each once (default: vllm-openai, "
-        "vllm-rocm)."))
+        "Toolkit images (keys of serving/charts.py IMAGES) the stack keeps in repositories of its own "
+        "where no cache can pull them without a credential (ECR: docker.io and ghcr.io without "
+        "`upstream_credentials`), replicated into every region and filled by a mirror step "
+        "(default: vllm-openai, vllm-rocm)."))
     weights_versions_kept: Count = Field(default=3, ge=1, description=(
         "Published weights versions kept per model, the current one included (default 3)."))
+    digests: dict[str, str] = Field(default_factory=dict, description=(
+        "Digests pinning toolkit images by key (serving/charts.py IMAGES), e.g. {vllm-openai: "
+        "'sha256:<64 hex digits>'}: pulled by digest when pinned, else by release tag."))
+    upstream_credentials: dict[str, UpstreamCredential] = Field(default_factory=dict, description=(
+        "Logins of public registries by host (e.g. docker.io) for the regional caches. ECR needs "
+        "one for docker.io and ghcr.io; without it AWS mirrors those images (see `images`)."))
 
 
 class TierDefinition(_Spec):
@@ -370,31 +384,8 @@ class StackSpec(_Spec):
         return self.environment == "prod"
 
 
-__all__ = [
-    "CONFIG_KEY",
-    "CONFIG_NAMESPACE",
-    "PATTERN_WORDS",
-    "AmdPartitioning",
-    "AwsDeployer",
-    "AwsRegion",
-    "AzureDeployer",
-    "AzureRegion",
-    "DeployerSpec",
-    "GcpDeployer",
-    "GcpRegion",
-    "GpuPoolSpec",
-    "MigSharing",
-    "ModelSpec",
-    "NetworkSpec",
-    "PlannedSharing",
-    "RegionSpec",
-    "RegistriesSpec",
-    "ReplicaBounds",
-    "StackSpec",
-    "SystemPoolSpec",
-    "TenantSpec",
-    "TierDefinition",
-    "TimeSlicing",
-    "TokenMix",
-    "WholeGpu",
-]
+__all__ = ["CONFIG_KEY", "CONFIG_NAMESPACE", "PATTERN_WORDS", "AmdPartitioning", "AwsDeployer",
+           "AwsRegion", "AzureDeployer", "AzureRegion", "DeployerSpec", "GcpDeployer", "GcpRegion",
+           "GpuPoolSpec", "MigSharing", "ModelSpec", "NetworkSpec", "PlannedSharing", "RegionSpec",
+           "RegistriesSpec", "ReplicaBounds", "StackSpec", "SystemPoolSpec", "TenantSpec",
+           "TierDefinition", "TimeSlicing", "TokenMix", "UpstreamCredential", "WholeGpu"]

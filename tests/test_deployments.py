@@ -28,7 +28,7 @@ from serving import _model_pod as pod
 from serving import deployments as dep
 from serving import gpu_config as gc
 from serving.autoscaling import POLLING_INTERVAL_S
-from serving.charts import IMAGES, ChartKey, Image, UnpinnedError, chart, image
+from serving.charts import IMAGES, ChartKey, Image, UnpinnedError, chart
 from serving.hardware import MACHINES, Cloud, Vendor
 from serving.sharing import Whole
 from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
@@ -266,9 +266,10 @@ def test_slice_wiring_end_to_end(stack: str, cluster: str, model: str) -> None:
     runtime = objects(stack, cluster, model)["ClusterServingRuntime"]["spec"]["containers"][0]
     if view.vendor is Vendor.AMD:
         assert requests.get("amd.com/gpu") == str(plan.resource_count)
-        assert runtime["image"] == image("vllm-rocm")
+        # From the region's registry (serving/images.py), under Docker Hub's namespace.
+        assert runtime["image"].endswith("docker-hub/rocm/vllm:" + IMAGES["vllm-rocm"].tag)
         return
-    assert runtime["image"] == image("vllm-openai")
+    assert runtime["image"].endswith("docker-hub/vllm/vllm-openai:" + IMAGES["vllm-openai"].tag)
     if plan.slice.mode is SharingMode.MIG:
         profile = plan.slice.mig_profile
         key = pool["labels"][gc.MIG_CONFIG_LABEL]

@@ -380,4 +380,4 @@ def test_a_cache_rule_per_toolkit_image_maps_the_pulled_path_onto_docker_hub() -
     # Written out: target repository in the registry => source repository upstream.
     assert rules["docker-hub/vllm/vllm-openai"] == "docker.io/vllm/vllm-openai"
     assert rules["docker-hub/rocm/vllm"] == "docker.io/rocm/vllm"
-    assert rules["docker-hub/rocm/gpu-operator"] == "docker.io/rocm/gpu-operator"
+    assert rules["docker-hub/library/ubuntu"] == "docker.io/library/ubuntu"

@@ -1,5 +1,12 @@
-"""AWS registries: ECR repositories replicated into every AWS region of the stack, and one S3
-weights bucket per region, versioned on both sides, replicated from the first region.
+"""AWS registries: images through each region's ECR, and one S3 weights bucket per region,
+versioned on both sides, replicated from the first region.
+
+Images: every AWS region has a pull-through cache rule per public registry the toolkit's images
+come from (rules are regional), with a login for Docker Hub and GHCR when the stack names one
+(`registries.upstream_credentials`). Images no cache can fetch (Docker Hub without a login) live
+in repositories of the stack's own under the same paths, filled by a mirror step in the first
+region and replicated into the others. Either way a cluster pulls
+`<acct>.dkr.ecr.<region>.amazonaws.com/<prefix>/<namespace>/<upstream path>` (serving/images.py).
 
 The first AWS region of the stack is the source: images are pushed and models published there,
 and AWS copies them on (ECR replication; S3 replication, with Replication Time Control where the
@@ -18,12 +25,19 @@ import pulumi_aws as aws
 
 from components.aws.keys import customer_key
 from components.contract import RegionStore
+from serving.charts import IMAGES, Upstream
 from serving.hardware import Cloud
+from serving.images import cache_path, upstreams_of
 from stacks.naming import MODELS_PREFIX, weights_bucket, weights_root
 from stacks.plan import Plan, RegionPlan
-from stacks.schema import RegionSpec
+from stacks.schema import CONFIG_NAMESPACE, RegionSpec
 
 RTC_MINUTES = 15  # the only value S3 Replication Time Control accepts
+UNTAGGED_EXPIRY = json.dumps({"rules": [{
+    "rulePriority": 1, "description": "drop untagged layers after a week",
+    "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed",
+                  "countUnit": "days", "countNumber": 7},
+    "action": {"type": "expire"}}]})
 
 
 @dataclass(frozen=True)
@@ -47,11 +61,20 @@ class AwsRegistries(pulumi.ComponentResource):
         popts = pulumi.ResourceOptions(parent=self, provider=providers[primary.region])
         prefix = spec.registries.name_prefix
 
+        creds = spec.registries.upstream_credentials
+        # Upstreams a pull-through cache serves: those ECR reaches without a login, and those the
+        # stack names a login for. The toolkit's other images come from repositories of the
+        # stack's own, filled by a mirror step and replicated like any other (below).
+        cached = [u for u in upstreams_of(tuple(IMAGES)).values()
+                  if not u.ecr_needs_credential or u.host in creds]
+        mirrored = [k for k in spec.registries.images if cache_path(k)[0] not in cached]
         ecr_key = customer_key(f"{name}-ecr", "ECR image encryption", popts) if cmk else None
         repos = []
-        for image in spec.registries.images:
+        for image in mirrored:
+            upstream, path = cache_path(image)
             repo = aws.ecr.Repository(f"{name}-{image}", aws.ecr.RepositoryArgs(
-                name=f"{prefix}/{image}",
+                # The path the cluster pulls (serving/images.py), as a pull-through cache would file it.
+                name=f"{prefix}/{upstream.namespace}/{path}",
                 # Tags are the pinning mechanism of the runtimes: a tag must never move.
                 image_tag_mutability="IMMUTABLE",
                 image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(
@@ -62,14 +85,12 @@ class AwsRegistries(pulumi.ComponentResource):
             ), opts=popts)
             aws.ecr.LifecyclePolicy(f"{name}-{image}", aws.ecr.LifecyclePolicyArgs(
                 repository=repo.name,
-                policy=json.dumps({"rules": [{
-                    "rulePriority": 1, "description": "drop untagged layers after a week",
-                    "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed",
-                                  "countUnit": "days", "countNumber": 7},
-                    "action": {"type": "expire"}}]}),
+                policy=UNTAGGED_EXPIRY,
             ), opts=popts)
             repos.append(repo)
-        registry_id = repos[0].registry_id if repos else pulumi.Output.from_input("")
+        rules = {r.region: self._pull_through(
+            f"{name}-{r.region}", prefix, cached, plan,
+            pulumi.ResourceOptions(parent=self, provider=providers[r.region])) for r in regions}
         if len(regions) > 1 and repos:
             aws.ecr.ReplicationConfiguration(f"{name}-ecr-replication",
                 aws.ecr.ReplicationConfigurationArgs(
@@ -77,11 +98,13 @@ class AwsRegistries(pulumi.ComponentResource):
                         rules=[aws.ecr.ReplicationConfigurationReplicationConfigurationRuleArgs(
                             destinations=[
                                 aws.ecr.ReplicationConfigurationReplicationConfigurationRuleDestinationArgs(
-                                    region=r.region, registry_id=registry_id)
+                                    region=r.region, registry_id=repos[0].registry_id)
                                 for r in regions[1:]],
+                            # Exactly the mirrored repositories: the pull-through caches under the
+                            # same prefix fill themselves in every region.
                             repository_filters=[
                                 aws.ecr.ReplicationConfigurationReplicationConfigurationRuleRepositoryFilterArgs(
-                                    filter=f"{prefix}/", filter_type="PREFIX_MATCH")],
+                                    filter=repo.name, filter_type="PREFIX_MATCH") for repo in repos],
                         )])),
                 opts=popts)
 
@@ -130,16 +153,64 @@ class AwsRegistries(pulumi.ComponentResource):
                         days_after_initiation=2),
                 )]), opts=ropts)
             buckets[region.region], keys[region.region] = bucket, key
+            account = rules[region.region][0].registry_id if rules[region.region] else repos[0].registry_id
             self.stores[region.region] = AwsStore(
                 cloud=Cloud.AWS, region=region.region,
-                image_registry=registry_id.apply(
+                image_registry=account.apply(
                     lambda acct, r=region.region: f"{acct}.dkr.ecr.{r}.amazonaws.com/{prefix}"),
                 weights_uri=weights_root(spec, region),
                 bucket_arn=bucket.arn, key_arn=key.arn if key else None,
             )
         if len(regions) > 1:
             self._replication(name, regions, buckets, keys, versioned, rtc, popts)
+        self.mirrored = {k: f"{prefix}/{cache_path(k)[0].namespace}/{cache_path(k)[1]}" for k in mirrored}
         self.register_outputs({})
+
+    def _pull_through(self, name: str, prefix: str, cached: list[Upstream], plan: Plan,
+                      ropts: pulumi.ResourceOptions) -> list[aws.ecr.PullThroughCacheRule]:
+        """One region's pull-through caches: a rule per upstream (rules are regional, so every
+        region has its own), its login where ECR needs one, and the settings of the repositories
+        ECR creates on a first pull (a repository creation template).
+
+        ECR files an image pulled through the rule with prefix `<prefix>/docker-hub` under
+        `<prefix>/docker-hub/<upstream path>` (Docker Hub official images as `library/<name>`).
+        A Docker Hub or GHCR login is a Secrets Manager secret whose name starts with
+        `ecr-pullthroughcache/`, in the rule's own account and region, holding `username` and
+        `accessToken` (ECR user guide, "Creating a pull through cache rule"; API pattern of
+        `credentialArn`). The values come from the stack's secret config, never from the spec.
+        """
+        spec = plan.spec
+        config = pulumi.Config(CONFIG_NAMESPACE)
+        rules = []
+        for upstream in cached:
+            ns = f"{prefix}/{upstream.namespace}"
+            credential = None
+            login = spec.registries.upstream_credentials.get(upstream.host)
+            if upstream.ecr_needs_credential and login is not None:
+                login_name = f"{name}-{upstream.namespace}-login"
+                secret = aws.secretsmanager.Secret(login_name, aws.secretsmanager.SecretArgs(
+                    name=f"ecr-pullthroughcache/{prefix}-{spec.environment}-{upstream.namespace}",
+                    description=f"{upstream.host} login of the {ns} pull-through cache",
+                    recovery_window_in_days=7), opts=ropts)
+                aws.secretsmanager.SecretVersion(login_name, aws.secretsmanager.SecretVersionArgs(
+                    secret_id=secret.id,
+                    secret_string=pulumi.Output.json_dumps({
+                        "username": config.require_secret(login.username),
+                        "accessToken": config.require_secret(login.token)})), opts=ropts)
+                credential = secret.arn
+            rname = f"{name}-{upstream.namespace}"
+            template = aws.ecr.RepositoryCreationTemplate(rname, aws.ecr.RepositoryCreationTemplateArgs(
+                prefix=ns, applied_fors=["PULL_THROUGH_CACHE"],
+                description=f"repositories the {upstream.host} pull-through cache creates",
+                # A cached tag is never moved under a running stack; pin a new tag or a digest.
+                image_tag_mutability="IMMUTABLE",
+                encryption_configurations=[aws.ecr.RepositoryCreationTemplateEncryptionConfigurationArgs(
+                    encryption_type="AES256")],
+                lifecycle_policy=UNTAGGED_EXPIRY), opts=ropts)
+            rules.append(aws.ecr.PullThroughCacheRule(rname, aws.ecr.PullThroughCacheRuleArgs(
+                ecr_repository_prefix=ns, upstream_registry_url=upstream.ecr_url, credential_arn=credential,
+            ), opts=pulumi.ResourceOptions.merge(ropts, pulumi.ResourceOptions(depends_on=[template]))))
+        return rules
 
     def _replication(self, name: str, regions: list[RegionSpec], buckets: dict[str, aws.s3.Bucket],
                      keys: dict[str, aws.kms.Key | None], versioned: list[pulumi.Resource], rtc: bool,

@@ -24,7 +24,9 @@ from pulumi_azure_native import (
 from components.azure.cluster import AzureProvider
 from components.azure.keys import WRAP, CustomerKey
 from components.contract import RegionStore
+from serving.charts import IMAGES
 from serving.hardware import Cloud
+from serving.images import cache_path
 from stacks.naming import (
     MODELS_PREFIX,
     WEIGHTS_CONTAINER,
@@ -104,6 +106,22 @@ class AzureRegistries(pulumi.ComponentResource):
                 region_endpoint_enabled=True, tags=tags,
             ), opts=pulumi.ResourceOptions(parent=self, provider=providers[region.region]))
 
+        # Artifact cache: a static rule per toolkit image maps `<namespace>/<upstream path>` in
+        # the registry onto `<host>/<upstream path>` upstream (the target repository must not
+        # exist yet; Docker Hub official images under `library/`). ACR pulls Docker Hub, GHCR,
+        # Quay and registry.k8s.io with or without a credential set and ECR Public without
+        # (Azure docs, "Artifact cache in Azure Container Registry"); these rules pull
+        # anonymously. A rule lives on the registry, so every geo-replica serves its cache.
+        rules = []
+        for key in IMAGES:
+            upstream, path = cache_path(key)
+            rules.append(containerregistry.CacheRule(f"{name}-cache-{key}", containerregistry.CacheRuleArgs(
+                resource_group_name=group.name, registry_name=acr.name,
+                cache_rule_name=f"{upstream.namespace}-{key}",
+                source_repository=f"{upstream.host}/{path}",
+                target_repository=f"{upstream.namespace}/{path}"), opts=popts))
+        image_root = pulumi.Output.all(acr.login_server, *(r.id for r in rules)).apply(lambda a: a[0])
+
         self.stores = {}
         accounts: dict[str, storage.StorageAccount] = {}
         ready: dict[str, list[pulumi.Resource]] = {}
@@ -153,7 +171,7 @@ class AzureRegistries(pulumi.ComponentResource):
             ready[region.region] = [blob_service, container]
             self.stores[region.region] = AzureStore(
                 cloud=Cloud.AZURE, region=region.region,
-                image_registry=acr.login_server,
+                image_registry=image_root,
                 weights_uri=weights_root(spec, region),
                 registry_id=acr.id, weights_container=container.id,
             )

@@ -1,5 +1,9 @@
 """GCP registries: Artifact Registry for images, one GCS bucket for weights.
 
+Pulled images: an Artifact Registry remote repository per public registry the toolkit's images
+come from (Docker Hub today), in the same location as the standard repository, so a cluster pulls
+`<loc>-docker.pkg.dev/<project>/<prefix>-docker-hub/<upstream path>` (serving/images.py).
+
 Images: a Docker repository in each GCP region of the stack, or a single multi-region
 repository (`us`, `europe`, `asia`) when all of them share one: Artifact Registry has no
 replication between repositories (FACTS.md section 4), so locality comes from placement.
@@ -20,7 +24,9 @@ import pulumi_gcp as gcp
 
 from components.contract import RegionStore
 from components.gcp.keys import customer_key, service_agent
+from serving.charts import IMAGES, Upstream
 from serving.hardware import Cloud
+from serving.images import upstreams_of
 from stacks.naming import MODELS_PREFIX, weights_bucket, weights_root
 from stacks.plan import Plan, RegionPlan
 from stacks.schema import GcpRegion
@@ -75,6 +81,7 @@ class GcpRegistries(pulumi.ComponentResource):
 
         repo_locations = [shared] if shared else [r.region for r in regions]
         repos: dict[str, gcp.artifactregistry.Repository] = {}
+        remotes: dict[str, list[gcp.artifactregistry.Repository]] = {}
         for location in repo_locations:
             key = key_for(location)
             repos[location] = gcp.artifactregistry.Repository(f"{name}-images-{location}",
@@ -89,6 +96,9 @@ class GcpRegistries(pulumi.ComponentResource):
                             tag_state="UNTAGGED", older_than=UNTAGGED_TTL))],
                     kms_key_name=key.id if key else None,
                 ), opts=popts)
+            remotes[location] = [remote_repository(f"{name}-{location}", project, location, prefix, upstream,
+                                              key, popts)
+                                 for upstream in upstreams_of(tuple(IMAGES)).values()]
         bucket_key = key_for(shared or first.region)
         dual = len(regions) == 2 and shared is not None
         bucket = gcp.storage.Bucket(f"{name}-weights", gcp.storage.BucketArgs(
@@ -111,14 +121,41 @@ class GcpRegistries(pulumi.ComponentResource):
         self.stores = {}
         for region in regions:
             location = shared or region.region
-            repo = repos[location]
+            # The root the remote repositories `<prefix>-<namespace>` hang off (serving/images.py
+            # joins it and the namespace with `-`); it resolves once they exist.
+            root = f"{location}-docker.pkg.dev/{project}/{prefix}"
             self.stores[region.region] = GcpStore(
                 cloud=Cloud.GCP, region=region.region,
-                image_registry=repo.repository_id.apply(
-                    lambda rid, loc=location: f"{loc}-docker.pkg.dev/{project}/{rid}"),
+                image_registry=pulumi.Output.all(*(r.id for r in remotes[location])).apply(
+                    lambda _, root=root: root),
                 weights_uri=weights_root(spec, region), bucket=bucket.name,
             )
         self.register_outputs({"bucket": bucket.name})
 
 
-__all__ = ["GcpRegistries", "GcpStore", "multi_region", "shared_location"]
+def remote_repository(name: str, project: str, location: str, prefix: str, upstream: Upstream,
+                      key: gcp.kms.CryptoKey | None,
+                      opts: pulumi.ResourceOptions) -> gcp.artifactregistry.Repository:
+    """An Artifact Registry remote repository caching one public registry in one location.
+
+    Docker Hub is the `DOCKER_HUB` preset, any other registry its URI (`commonRepository`);
+    an image is pulled as `<loc>-docker.pkg.dev/<project>/<repo>/<upstream path>` and fetched
+    upstream on the first pull. Without upstream credentials the repository pulls
+    anonymously, within Docker Hub's anonymous rate limit per the project's egress address.
+    """
+    docker = gcp.artifactregistry.RepositoryRemoteRepositoryConfigDockerRepositoryArgs(
+        public_repository="DOCKER_HUB") if upstream.gcp_uri is None else None
+    common = gcp.artifactregistry.RepositoryRemoteRepositoryConfigCommonRepositoryArgs(
+        uri=upstream.gcp_uri) if upstream.gcp_uri is not None else None
+    args = gcp.artifactregistry.RepositoryArgs(
+        # One repository per upstream and location: `<prefix>-<namespace>`.
+        repository_id=f"{prefix}-{upstream.namespace}", location=location, project=project,
+        format="DOCKER", mode="REMOTE_REPOSITORY",
+        description=f"cache of {upstream.host}",
+        remote_repository_config=gcp.artifactregistry.RepositoryRemoteRepositoryConfigArgs(
+            description=upstream.host, docker_repository=docker, common_repository=common),
+        kms_key_name=key.id if key else None)
+    return gcp.artifactregistry.Repository(f"{name}-{upstream.namespace}", args, opts=opts)
+
+
+__all__ = ["GcpRegistries", "GcpStore", "multi_region", "remote_repository", "shared_location"]
