@@ -46,6 +46,17 @@ def plan_of(stack: str) -> Plan:
     return plan
 
 
+# A deployer inside every region's network with an identity on each cloud: what a stack whose
+# APIs are private needs for `rtip plan`'s reach check (stacks/schema_deployer.py).
+DEPLOYER_INSIDE = {
+    "network": "inside",
+    "aws": {"role_arn": "arn:aws:iam::123456789012:role/rtip-deployer"},
+    "gcp": {"service_account": "rtip-deployer@rtip-test-project.iam.gserviceaccount.com"},
+    "azure": {"object_id": "5b3c2a1d-9e8f-4a7b-8c6d-1e2f3a4b5c6d",
+              "subscription_id": "00000000-0000-4000-8000-000000000000"},
+}
+
+
 def stack_doc(stack: str) -> dict:
     return yaml.safe_load((PROJECT_DIR / "stacks" / f"Pulumi.{stack}.yaml").read_text())
 

@@ -17,7 +17,7 @@ from rtip import offline
 from rtip.offline import Record
 from rtip.stackfile import load
 from serving.posture import POSTURES, Environment
-from tests.conftest import write_stack
+from tests.conftest import DEPLOYER_INSIDE, write_stack
 
 # environment -> what the row promises, as the posture list names the columns.
 EXPECTED = {
@@ -57,6 +57,11 @@ def _stack(environment: str) -> dict:
             _region("azure", "eastus", "10.64.0.0/16", a100, **api),
         ],
         "models": [{"name": "tiny", "catalog": "llama-3.2-1b-instruct", "tier": "batch", "peak_qps": 0.3}],
+        # prod's APIs are private: the runner sits inside the networks; elsewhere it is public,
+        # from a range every region's api_access_cidrs admits.
+        "deployer": {**DEPLOYER_INSIDE, "gcp": {"service_account":
+                                                "rtip-deployer@rtip-posture-test.iam.gserviceaccount.com"},
+                     **({} if private else {"network": "public", "cidrs": ["203.0.113.0/24"]})},
     }
 
 

@@ -10,7 +10,7 @@ import pytest
 from rtip.cli import main
 from stacks.loader import load_spec
 from stacks.plan import plan_stack
-from tests.conftest import write_stack
+from tests.conftest import DEPLOYER_INSIDE, write_stack
 
 POOL = {"name": "h100", "machine_type": "p5.48xlarge", "max_nodes": 6, "sharing": {"mode": "whole"}}
 
@@ -22,6 +22,7 @@ def _doc(tiers: dict | None = None, tier: str = "standard", **model: object) -> 
                      "network": {"cidr": "10.70.0.0/16"}, "gpu_pools": [POOL]}],
         "models": [{"name": "chat", "catalog": "llama-3.1-8b-instruct", "tier": tier, "peak_qps": 4,
                     **model}],
+        "deployer": {k: v for k, v in DEPLOYER_INSIDE.items() if k in ("network", "aws")},
     }
     if tiers is not None:
         doc["tiers"] = tiers
