@@ -127,8 +127,9 @@ def test_unpinned_and_foreign_registry_images_are_found() -> None:
 
 
 def test_run_checks_includes_every_check() -> None:
-    checks = {f.check for f in run_checks(record_of("prod"))}
-    assert {"kinds", "images"} <= checks
+    from tests.test_deploycheck import without_localmodel_crds
+    checks = {f.check for f in run_checks(without_localmodel_crds(record_of("prod")))}
+    assert {"kinds", "images", "values"} <= checks
 
 
 def test_plan_prints_each_error_and_exits_1(capsys) -> None:

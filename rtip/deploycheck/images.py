@@ -67,6 +67,12 @@ def _images(r: Resource) -> Iterator[tuple[str, str]]:
         yield from _walk(r.inputs["spec"], "spec")
 
 
+# Image fields whose tag the operator writes itself, so the manifest must name only the repository:
+# the AMD DeviceConfig's driver image ("don't include tag since it will be fully managed by
+# operator": deviceconfig-crd.yaml of amd-gpu-operator v1.5.1, spec.driver.image).
+OPERATOR_TAGGED: frozenset[tuple[str, str]] = frozenset({("DeviceConfig", "spec.driver.image")})
+
+
 def check_images(record: Record) -> list[Finding]:
     findings: list[Finding] = []
     for r in record.resources:
@@ -79,7 +85,8 @@ def check_images(record: Record) -> list[Finding]:
                 continue
             host, _repo, tag, digest = split(image)
             what = f"{object_name(r)} {path}: {image}"
-            if not digest and (tag is None or tag == "latest"):
+            operator_tagged = (r.type.rsplit(":", 1)[-1], path) in OPERATOR_TAGGED
+            if not digest and (tag is None or tag == "latest") and not operator_tagged:
                 findings.append(Finding(CHECK, r.urn, f"{what} is not pinned (no digest, tag "
                                         f"{tag or 'missing'})"))
             owner = next((c for pattern, c in PRIVATE_REGISTRIES if pattern.match(host)), None)
