@@ -77,6 +77,8 @@ def test_duplicate_yaml_keys_are_rejected_at_any_depth(tmp_path, capsys, text, w
 def test_a_merge_key_may_be_overridden(tmp_path, capsys) -> None:
     text = DEV_HEAD.replace("network: {cidr: 10.10.0.0/16}", "network: &net {cidr: 10.10.0.0/16}")
     text += "        system_pool: {<<: {machine_type: m7i.large, min_nodes: 2}, min_nodes: 3}\n"
+    # The API is private (no api_access_cidrs): the deployer runs inside the network.
+    text += '    deployer: {network: inside, aws: {role_arn: "arn:aws:iam::123456789012:role/d"}}\n'
     path = tmp_path / "Pulumi.merge.yaml"
     path.write_text(text)
     assert main(["plan", str(path), "--json"]) == 0
@@ -158,7 +160,10 @@ def test_empty_values_that_mean_nothing(tmp_path, capsys, path, value, where, wo
     (["regions", 0, "api_access_cidrs"], []),  # no public API access: the default
 ])
 def test_empty_lists_that_mean_the_default_are_accepted(tmp_path, capsys, path, value) -> None:
-    assert main(["plan", str(write_stack(tmp_path, set_key(dev_platform(), path, value))), "--json"]) == 0
+    doc = set_key(dev_platform(), path, value)
+    if path[-1] == "api_access_cidrs":  # a private API: the deployer must run inside the network
+        doc["deployer"] = {"network": "inside", "aws": {"role_arn": "arn:aws:iam::123456789012:role/d"}}
+    assert main(["plan", str(write_stack(tmp_path, doc)), "--json"]) == 0
     capsys.readouterr()
 
 
