@@ -16,8 +16,29 @@ import yaml
 
 from rtip.cli import main
 
-# check id -> why the platform keeps it (empty until a rendered object needs an exception).
+# check id -> why the platform keeps it everywhere (empty until an object class needs one).
 ACCEPTED: dict[str, str] = {}
+# The NVMe cache's node-prep DaemonSet (serving/nodeprep.py) assembles and bind-mounts host disks:
+# mdadm, mkfs and mount act on the host's devices and mount namespace, which takes a privileged
+# container in the host PID namespace; it runs a one-shot step and then sleeps, so probes would
+# test nothing. (check id, resource prefix) -> why.
+NODE_PREP = "DaemonSet.rtip-node-prep.rtip-nvme-cache"
+ACCEPTED_FOR: dict[tuple[str, str], str] = {
+    (check, NODE_PREP): "host disk setup needs a privileged container in the host PID namespace"
+    for check in ("CKV_K8S_16", "CKV_K8S_17", "CKV_K8S_20", "CKV_K8S_22", "CKV_K8S_28", "CKV_K8S_29",
+                  "CKV_K8S_31", "CKV_K8S_37")
+} | {
+    ("CKV_K8S_8", NODE_PREP): "a one-shot setup step that then sleeps: a liveness probe tests nothing",
+    ("CKV_K8S_9", NODE_PREP): "no traffic is ever sent to it: a readiness probe tests nothing",
+    ("CKV_K8S_43", NODE_PREP): "pinned by an immutable tag in the region's registry until digests land",
+    ("CKV_K8S_15", NODE_PREP): "a pinned, immutable tag: IfNotPresent cannot fetch another image",
+    ("CKV2_K8S_6", "Pod.rtip-node-prep.rtip-nvme-cache"): "it opens no port and calls no service; the "
+    "default-deny NetworkPolicies of every namespace are the security issue's next step",
+}
+
+
+def accepted(check: str, resource: str) -> bool:
+    return check in ACCEPTED or any(check == c and resource.startswith(r) for c, r in ACCEPTED_FOR)
 
 
 def checkov(folder: Path) -> list[dict]:
@@ -49,7 +70,7 @@ def test_prod_manifests_pass_checkov(prod_manifests, capsys) -> None:
     reports = checkov(prod_manifests)
     scanned = sum(r.get("summary", {}).get("resource_count", 0) for r in reports)
     assert scanned > 0
-    unexpected = [(c, res) for c, res in failed(reports) if c not in ACCEPTED]
+    unexpected = [(c, res) for c, res in failed(reports) if not accepted(c, res)]
     assert not unexpected, unexpected
 
 
