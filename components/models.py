@@ -28,7 +28,7 @@ PROMETHEUS_PORT = 9090
 NEEDS: dict[str, tuple[ChartKey, ...]] = {
     "ClusterServingRuntime": (ChartKey.KSERVE_CRD, ChartKey.KSERVE),
     "InferenceService": (ChartKey.KSERVE_CRD, ChartKey.KSERVE),
-    "LocalModelCache": (ChartKey.KSERVE_CRD, ChartKey.KSERVE),
+    "LocalModelCache": (ChartKey.KSERVE_LOCALMODEL_CRD, ChartKey.KSERVE_LOCALMODEL),
     "ScaledObject": (ChartKey.KEDA,),
     "PodMonitor": (ChartKey.KUBE_PROMETHEUS_STACK,),
 }
@@ -79,13 +79,15 @@ class ModelDeployment(pulumi.ComponentResource):
                  releases: Mapping[ChartKey, pulumi.Resource], after: Sequence[pulumi.Resource] = (),
                  opts: pulumi.ResourceOptions | None = None, *, store: RegionStore | None = None,
                  digests: Mapping[str, str] | None = None) -> None:
-        missing = sorted({str(k) for ks in NEEDS.values() for k in ks} - {str(k) for k in releases})
-        if missing:
-            raise ValueError(f"model {plan.model}: cluster {cluster.name} lacks the add-on releases "
-                             f"{', '.join(missing)} its objects need")
         pool, where = targets(plan, cluster)
         # Upstream references first: the pinning is checked here, before anything is registered.
         built = dep.model_manifests(plan, pool, where)
+        # Only what this model creates: the cache's releases exist only on clusters with NVMe.
+        wanted = {str(k) for body in built.custom_resources() for k in NEEDS[body["kind"]]}
+        missing = sorted(wanted - {str(k) for k in releases})
+        if missing:
+            raise ValueError(f"model {plan.model}: cluster {cluster.name} lacks the add-on releases "
+                             f"{', '.join(missing)} its objects need")
         runtime_spec: Any = built.runtime["spec"]
         if store is not None:
             pins = dict(digests or {})

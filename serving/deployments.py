@@ -37,6 +37,8 @@ POD_MONITOR = ("monitoring.coreos.com/v1", "PodMonitor")
 DEPLOYMENT_MODE = ("serving.kserve.io/deploymentMode", "Standard")
 AUTOSCALER_CLASS = ("serving.kserve.io/autoscalerClass", "external")
 MODEL_LABEL = "rtip.dev/model"
+# The service account in KServe's job namespace the cache's download Jobs take credentials from.
+LOCAL_MODEL_DOWNLOAD_SERVICE_ACCOUNT = "model-download"
 MODEL_FORMAT = "vllm"
 
 # The vLLM image per GPU vendor: keys of serving.charts.IMAGES.
@@ -291,6 +293,9 @@ def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]
             # Rounded up so the node agent's space check never cuts a shard off.
             "modelSize": f"{math.ceil(plan.weights_gb) + 1}G",
             "nodeGroups": [pool.name],
+            # The download Jobs' credentials (components/addons_cache.py); without it KServe uses
+            # `default`, which has no cloud identity.
+            "serviceAccountName": LOCAL_MODEL_DOWNLOAD_SERVICE_ACCOUNT,
         },
     }
 
