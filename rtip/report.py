@@ -34,6 +34,8 @@ def _clusters(record: Record) -> list[dict[str, Any]]:
                 "zones": p.inputs["zones"],
                 "sharing": p.inputs["sharing"],
                 "capacity_type": p.inputs["capacityType"],
+                # The node autoscaler that owns the pool between its floor and max_nodes.
+                "autoscaler": p.inputs.get("autoscaler"),
                 "labels": p.inputs["labels"],
                 "taints": p.inputs["taints"],
                 "nvme_path": p.inputs.get("nvmePath"),
@@ -185,7 +187,7 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
 
     pools = Table(title="GPU pools", title_justify="left")
     for col in ("cluster", "pool", "machine type", "GPU", "GPUs/node", "nodes min-max", "at peak",
-                "sharing", "zones", "NVMe cache", "$/h at peak", "change replaces"):
+                "node autoscaler", "sharing", "zones", "NVMe cache", "$/h at peak", "change replaces"):
         pools.add_column(col)
     for c in doc["clusters"]:
         for p in c["pools"]:
@@ -195,7 +197,8 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
                 floor += f" (stated min {p.get('stated_min_nodes')})"
             pools.add_row(c["name"], p["name"], p["machine_type"], p["gpu"],
                           str(p["gpus_per_node"]), floor,
-                          str(p.get("nodes_at_peak", "-")), sharing, str(len(p["zones"])),
+                          str(p.get("nodes_at_peak", "-")), p.get("autoscaler") or "-", sharing,
+                          str(len(p["zones"])),
                           p["nvme_path"] or "none", f"{p.get('cost_per_hour_at_peak', 0.0):,.2f}",
                           ", ".join(p["replace_on_change"]) or "-")
     console.print(pools)
