@@ -168,6 +168,7 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("model", nargs="?")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=_status)
+    add_simulate_parser(sub)
     return top
 
 

@@ -1,0 +1,203 @@
+"""The simulator's inputs for one model in one region, read off the plan as `pulumi up` deploys it.
+
+`serving.simulator` knows nothing of stacks; this module is the one bridge (serving must not
+import stacks). Per `ModelRegionPlan`:
+
+- engine: the step time is the plan's slice profile (`serving.profiles.profile(card, slice,
+  quantization)`, the same function the planner sized with); the KV blocks are what vLLM gets
+  from the memory its `--gpu-memory-utilization` leaves after the weights (the fraction is the one
+  the model pod's args carry, `serving._model_pod.gpu_memory_utilization`, applied to the memory
+  the device reports: a MIG instance reports its own memory, a time-sliced share the whole GPU's);
+  `max_num_seqs` / `max_num_batched_tokens` are vLLM 0.11.0's defaults for that device
+  (`default_batch_limits`); `--max-model-len` is the plan's. Activation memory is not subtracted
+  (the planner does not either), so the KV cache is an upper bound.
+- fleet: the pool's zones; `min_replicas` running at t = 0 (the Deployment starts at KEDA's
+  minimum), on as many nodes per zone as the topology spread needs; slots per node from the
+  slice (GPUs per node x slices of this kind per GPU / TP); the plan's cold-start budget.
+- autoscaler: `KedaAutoscaler(plan.autoscaling.scaled_object_spec(...))`, the very dict the
+  ScaledObject manifest carries (`serving.deployments.scaled_object`); the simulated Prometheus
+  labels the metrics with the served model name and the models namespace, as the query expects.
+- targets: the tier's TTFT / TPOT, its percentile and availability.
+
+GPU-hours of one replica count the share of the GPUs its slice is (a MIG instance its memory
+slices over 8, a time-slice share 1/n, a TP group its n GPUs): the pool's nodes carry other
+models too, so whole-node hours would charge this model for its neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from serving._model_pod import gpu_memory_utilization
+from serving.deployments import predictor_deployment
+from serving.models import CATALOG
+from serving.profiles import profile
+from serving.sharing import Mig, Partition, Sharing, TimeSlice
+from serving.simulator import (
+    BLOCK_SIZE,
+    ColdStartSpec,
+    EngineConfig,
+    FleetConfig,
+    KedaAutoscaler,
+    SimConfig,
+    StepTime,
+    Targets,
+    Trace,
+    ZoneFailure,
+    default_batch_limits,
+)
+from serving.slices import SharingMode
+from stacks.model_plan import ModelRegionPlan
+from stacks.naming import MODELS_NAMESPACE
+from stacks.plan import Plan, PlannedPool
+
+# The Prometheus address only labels the trigger; the simulated store answers any address.
+PROMETHEUS = "http://prometheus.simulated:9090"
+
+
+class SimulationInputError(ValueError):
+    """The command's input names something the plan does not have."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the simulator needs of one model in one region, with where each number came from."""
+
+    plan: ModelRegionPlan
+    engine: EngineConfig
+    fleet: FleetConfig
+    targets: Targets
+    percentile: float
+    availability: float
+    scaled_object: dict[str, Any]
+    gpu_share: float  # GPUs one replica holds (fractional for a slice)
+    kv_tokens: int
+    device_memory_gb: float  # what one device reports to vLLM
+    memory_utilization: float  # --gpu-memory-utilization of the pod
+
+    @property
+    def name(self) -> str:
+        return f"{self.plan.model}@{self.plan.region}"
+
+    def autoscaler(self) -> KedaAutoscaler:
+        """A fresh KEDA + HPA (they keep state, so one per run)."""
+        return KedaAutoscaler(self.scaled_object)
+
+    def sim_config(self, zone_failures: tuple[ZoneFailure, ...] = (), end_s: float | None = None,
+                   fleet: FleetConfig | None = None) -> SimConfig:
+        # Prometheus scrapes the PodMonitor as often as KEDA polls (serving/deployments.py).
+        return SimConfig(engine=self.engine, fleet=fleet or self.fleet, targets=self.targets,
+                         scrape_interval_s=float(self.scaled_object["pollingInterval"]),
+                         zone_failures=zone_failures, model_name=self.plan.model,
+                         namespace=MODELS_NAMESPACE, end_s=end_s)
+
+    def inputs(self) -> dict[str, object]:
+        """The mapping plan -> simulator, for the report."""
+        step = self.engine.step
+        return {
+            "slice": self.plan.slice.label, "quantization": str(self.plan.quantization),
+            "step_time": {"prefill_fixed_s": step.prefill_fixed_s,
+                          "prefill_per_token_s": step.prefill_per_token_s,
+                          "tpot_fixed_s": step.tpot_fixed_s, "tpot_per_seq_s": step.tpot_per_seq_s},
+            "device_memory_gb": self.device_memory_gb, "gpu_memory_utilization": self.memory_utilization,
+            "kv_tokens": self.kv_tokens, "kv_blocks": self.engine.kv_blocks,
+            "max_num_batched_tokens": self.engine.max_num_batched_tokens,
+            "max_num_seqs": self.engine.max_num_seqs, "max_model_len": self.engine.max_model_len,
+            "zones": list(self.fleet.zones), "initial_replicas": self.fleet.initial_replicas,
+            "initial_nodes": self.fleet.initial_nodes, "slots_per_node": self.fleet.slots_per_node,
+            "min_replicas": self.plan.min_replicas, "max_replicas": self.plan.max_replicas,
+            "cold_start_s": {"full": self.fleet.cold_start.full_s, "warm": self.fleet.cold_start.warm_s,
+                             "node_ready": self.fleet.cold_start.node_ready_s},
+            "keda_threshold": self.plan.autoscaling.threshold,
+            "keda_polling_s": self.plan.autoscaling.polling_interval_s,
+            "targets": {"ttft_s": self.targets.ttft_s, "tpot_s": self.targets.tpot_s,
+                        "percentile": self.percentile, "availability": self.availability},
+            "replica_qps_claimed": self.plan.capacity.qps,
+        }
+
+
+def _device_memory_gb(mp: ModelRegionPlan, sharing: Sharing) -> float:
+    """Memory one device of the replica reports to vLLM (torch's total memory)."""
+    kind = mp.slice
+    if kind.mode is SharingMode.MIG:
+        return kind.memory_gb
+    if kind.mode is SharingMode.TIME_SLICE:
+        return kind.spec.memory_gb
+    if kind.mode is SharingMode.PARTITION and isinstance(sharing, Partition) \
+            and sharing.partition.memory_mode == "NPS1":
+        return kind.spec.memory_gb
+    return kind.memory_gb / kind.tensor_parallel
+
+
+def _slots_per_node(mp: ModelRegionPlan, pool: PlannedPool) -> int:
+    """Replicas of this model's slice one node of the pool holds."""
+    kind, gpus, sharing = mp.slice, pool.gpus_per_node, pool.sharing
+    if kind.mode is SharingMode.MIG and isinstance(sharing, Mig):
+        per_gpu = sharing.profiles.get(kind.mig_profile or "", 0)
+    elif kind.mode is SharingMode.TIME_SLICE and isinstance(sharing, TimeSlice):
+        per_gpu = sharing.replicas
+    elif kind.mode is SharingMode.PARTITION:
+        per_gpu = kind.shares
+    else:
+        return max(1, gpus // kind.tensor_parallel)
+    return max(1, gpus * per_gpu)
+
+
+def _gpu_share(mp: ModelRegionPlan) -> float:
+    kind = mp.slice
+    if kind.mode is SharingMode.MIG:
+        mig = kind.spec.mig_profile(kind.mig_profile or "")
+        return mig.memory_slices / 8 if mig else 1.0
+    return kind.tensor_parallel / kind.shares
+
+
+def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
+    """The simulator's inputs for `mp` (one of `plan.models`)."""
+    card = CATALOG[mp.catalog]
+    pool = plan.region(mp.region).pool(mp.pool)
+    kind = mp.slice
+    prof = profile(card, kind, mp.quantization)
+    device_gb = _device_memory_gb(mp, pool.sharing)
+    utilization = gpu_memory_utilization(kind, pool.sharing)
+    free_gb = device_gb * kind.tensor_parallel * utilization - mp.weights_gb
+    kv_tokens = max(0, int(free_gb * 1e9 // card.kv_bytes_per_token))
+    tokens, seqs = default_batch_limits(device_gb, str(kind.gpu))
+    engine = EngineConfig(step=StepTime.from_profile(prof), kv_blocks=max(1, kv_tokens // BLOCK_SIZE),
+                          max_num_batched_tokens=tokens, max_num_seqs=seqs, max_model_len=mp.max_model_len)
+    zones = pool.zones
+    slots = _slots_per_node(mp, pool)
+    per_zone = math.ceil(mp.min_replicas / len(zones))
+    fleet = FleetConfig(zones=zones, initial_replicas=mp.min_replicas, slots_per_node=slots,
+                        gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
+                        initial_nodes=len(zones) * math.ceil(per_zone / slots))
+    tier = mp.tier_spec
+    return Deployment(
+        plan=mp, engine=engine, fleet=fleet,
+        targets=Targets(tier.ttft_ms / 1000, tier.tpot_ms / 1000),
+        percentile=tier.percentile, availability=tier.availability,
+        scaled_object=mp.autoscaling.scaled_object_spec(predictor_deployment(mp), PROMETHEUS),
+        gpu_share=_gpu_share(mp), kv_tokens=kv_tokens, device_memory_gb=device_gb,
+        memory_utilization=utilization,
+    )
+
+
+def select(plan: Plan, model: str | None) -> list[ModelRegionPlan]:
+    """`model` in its first region, or every model of the stack in its first region."""
+    first: dict[str, ModelRegionPlan] = {}
+    for mp in plan.models:
+        first.setdefault(mp.model, mp)
+    if model is None:
+        return list(first.values())
+    if model not in first:
+        raise SimulationInputError(f"model {model!r} is not in this stack (models: {', '.join(first)})")
+    return [first[model]]
+
+
+def trace_for(mp: ModelRegionPlan, trace: Trace) -> Trace:
+    """`trace` time-scaled so its busiest minute is the model's peak_qps."""
+    return trace.scaled_to_peak(mp.peak_qps)
+
+
+__all__ = ["PROMETHEUS", "Deployment", "SimulationInputError", "deployment", "select", "trace_for"]
