@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rtip import deploycheck, offline, render, report, weights
+from rtip.simulate import add_parser as add_simulate_parser
 from rtip.stackfile import StackConfig, StackFileError, json_schema, load
 from stacks.loader import SpecError, load_spec
 from stacks.schema import StackSpec
