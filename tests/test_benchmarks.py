@@ -32,3 +32,38 @@ def test_packing_rows_compare_against_the_bound() -> None:
     assert row["ratio_planner"] <= row["ratio_first_fit_decreasing"]
     # One layout per pool only adds a constraint: on this catalog it costs no less than the planner.
     assert row["ratio_planner_one_layout_per_pool"] >= row["ratio_planner"] - 1e-9
+
+
+def test_autoscaling_benchmark_runs_every_policy_on_a_short_trace() -> None:
+    from serving.simulator import poisson
+    from stacks.simulation import deployment, select
+    from tests.conftest import plan_of
+
+    bench = _load("autoscaling")
+    plan = plan_of("dev")
+    trace = poisson(1.0, 300, (1155, 211), seed=3)
+    rows = bench.rows(plan, {"poisson": trace}, 240.0, models=["llama-1b"])
+    assert [r["policy"] for r in rows] == list(bench.POLICIES)
+    (mp,) = [m for m in select(plan, "llama-1b")]
+    static = next(r for r in rows if r["policy"] == "static-peak")
+    assert static["replicas"]["min"] == static["replicas"]["max"] == mp.max_replicas
+    for r in rows:
+        assert mp.min_replicas <= r["replicas"]["min"] <= r["replicas"]["max"] <= mp.max_replicas
+        assert 0 <= r["attainment"] <= 1 and r["window_s"] <= 240.0
+    # The tutorial's ScaledObject: threshold 5, polling 15 s, the HPA's default behavior.
+    spec = bench.tutorial_scaled_object(deployment(plan, mp))
+    assert spec["triggers"][0]["metadata"]["threshold"] == "5" and spec["pollingInterval"] == 15
+    assert "advanced" not in spec and "fallback" not in spec
+
+
+def test_capacity_check_runs_one_replica_at_the_claimed_rate() -> None:
+    from tests.conftest import plan_of
+
+    plan = plan_of("dev")
+    mp = next(m for m in plan.models if m.model == "llama-1b")
+    row = _load("capacity_check").check(plan, mp, 300.0)
+    assert row["qps"] == round(mp.capacity.qps, 4) and row["requests"] > 0
+    # Poisson arrivals at rate r for 300 s: the count is within 5 sigma of r x 300.
+    expected = mp.capacity.qps * 300
+    assert abs(row["requests"] - expected) < 5 * expected ** 0.5
+    assert row["simulated_ttft_s"] > 0 and row["simulated_tpot_s"] > 0

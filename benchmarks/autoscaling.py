@@ -1,0 +1,152 @@
+"""Autoscaling policies against each other: both Azure LLM inference traces 2023 (conversation,
+code), each scaled so its busiest minute is the model's peak_qps, through every prod model's
+deployment as the plan builds it (stacks/simulation.py, first region of each model), under:
+
+- plan: the toolkit's ScaledObject (`plan.autoscaling.scaled_object_spec`, verbatim);
+- static-peak: static provisioning at the plan's max replicas;
+- keda-tutorial: KEDA on `sum(vllm:num_requests_waiting)` with the vLLM production-stack
+  tutorial's settings, threshold 5 and polling 15 s, the HPA's default behavior, no fallback;
+- hpa-gpu: an HPA on GPU utilisation (busy share) at a 70 % target with the default behavior;
+- knative-kpa: the KPA on in-flight requests with its defaults (stable 60 s, panic 6 s at 200 %,
+  target utilisation 70 % of the container-concurrency target default of 100).
+Every autoscaled policy starts at the plan's min replicas and is bounded by its min and max.
+
+Each run replays at most --window seconds (default 3600) of the scaled trace from its start, so a
+stretched trace (a low peak) stays bounded. Prints one row per run and writes
+benchmarks/results/autoscaling.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rtip.stackfile import load  # noqa: E402
+from serving.simulator import (  # noqa: E402
+    GpuUtilizationHpa,
+    KedaAutoscaler,
+    KnativeKpa,
+    StaticPolicy,
+    Trace,
+    load_azure_2023,
+    simulate,
+)
+from stacks.plan import Plan, load_plan  # noqa: E402
+from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
+from stacks.slo_check import figures  # noqa: E402
+
+TRACES = {name: ROOT.parent / "shared" / "traces" / f"azure2023_AzureLLMInferenceTrace_{name}.csv"
+          for name in ("conv", "code")}
+OUT = ROOT / "benchmarks" / "results" / "autoscaling.json"
+POLICIES = ("plan", "static-peak", "keda-tutorial", "hpa-gpu", "knative-kpa")
+TUTORIAL_THRESHOLD = 5  # vLLM production-stack tutorial (FACTS.md section 7)
+TUTORIAL_POLLING_S = 15
+HPA_TARGET_UTILIZATION = 0.7
+KPA_TARGET_CONCURRENCY = 100.0  # Knative config-autoscaler container-concurrency-target-default
+
+
+def tutorial_scaled_object(dep: Deployment) -> dict[str, Any]:
+    """The plan's ScaledObject with the tutorial's threshold and polling, and no behavior or
+    fallback (KEDA then leaves the HPA's defaults)."""
+    spec = copy.deepcopy(dep.scaled_object)
+    spec["pollingInterval"] = TUTORIAL_POLLING_S
+    spec.pop("fallback", None)
+    spec.pop("advanced", None)
+    spec["triggers"][0]["metadata"]["threshold"] = str(TUTORIAL_THRESHOLD)
+    return spec
+
+
+def _policy(name: str, dep: Deployment) -> object:
+    lo, hi = dep.plan.min_replicas, dep.plan.max_replicas
+    if name == "plan":
+        return dep.autoscaler()
+    if name == "static-peak":
+        return StaticPolicy(hi)
+    if name == "keda-tutorial":
+        return KedaAutoscaler(tutorial_scaled_object(dep))
+    if name == "hpa-gpu":
+        return GpuUtilizationHpa(lo, hi, HPA_TARGET_UTILIZATION)
+    if name == "knative-kpa":
+        return KnativeKpa(lo, hi, KPA_TARGET_CONCURRENCY)
+    raise ValueError(name)
+
+
+def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
+    fleet = dep.fleet
+    if policy == "static-peak":
+        hi = dep.plan.max_replicas
+        per_zone = math.ceil(hi / len(fleet.zones))
+        fleet = replace(fleet, initial_replicas=hi,
+                        initial_nodes=len(fleet.zones) * math.ceil(per_zone / fleet.slots_per_node))
+    result = simulate(trace, dep.sim_config(fleet=fleet), "least-loaded", _policy(policy, dep))  # type: ignore[arg-type]
+    f = figures(result, replace(dep, fleet=fleet))
+    return {k: f[k] for k in ("requests", "failed", "attainment", "ttft_p99_s", "tpot_p99_s", "gpu_hours",
+                              "replicas", "time_to_scale")}
+
+
+def rows(plan: Plan, traces: dict[str, Trace], window_s: float, policies: tuple[str, ...] = POLICIES,
+         models: list[str] | None = None) -> list[dict[str, object]]:
+    out = []
+    for mp in select(plan, None):
+        if models and mp.model not in models:
+            continue
+        dep = deployment(plan, mp)
+        for tname, base in traces.items():
+            trace = trace_for(mp, base)
+            trace = trace.window(0.0, window_s) if trace.duration_s > window_s else trace
+            for policy in policies:
+                row = {"model": mp.model, "region": mp.region, "trace": tname, "policy": policy,
+                       "window_s": round(trace.duration_s, 1), **run(dep, trace, policy)}
+                out.append(row)
+                print(_line(row), flush=True)
+    return out
+
+
+HEADER = (f"{'model':10} {'trace':5} {'policy':14} {'attain':>7} {'TTFT99':>8} {'TPOT99':>7} "
+          f"{'GPU-h':>7} {'rep min/mean/max':>17} {'scale-ups':>9} {'to ready':>8}")
+
+
+def _line(r: dict[str, Any]) -> str:
+    reps, tts = r["replicas"], r["time_to_scale"]
+    ready = "-" if tts["mean_s"] is None else f"{tts['mean_s']:.0f}s"
+    fmt = lambda x, d: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
+    return (f"{r['model']:10} {r['trace']:5} {r['policy']:14} {fmt(r['attainment'], 4):>7} "
+            f"{fmt(r['ttft_p99_s'], 3):>8} {fmt(r['tpot_p99_s'], 3):>7} {fmt(r['gpu_hours'], 2):>7} "
+            f"{reps['min']:>5}/{reps['mean']:>5.2f}/{reps['max']:<4} {tts['count']:>9} {ready:>8}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stack", default="prod")
+    ap.add_argument("--window", type=float, default=3600.0, help="seconds of each scaled trace replayed")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    config = load(args.stack)
+    plan = load_plan(config.platform, config.source)
+    traces = {name: load_azure_2023(path) for name, path in TRACES.items()}
+    print(HEADER)
+    result = rows(plan, traces, args.window)
+    doc = {"stack": args.stack, "window_s": args.window, "router": "least-loaded",
+           "policies": {"plan": "the plan's ScaledObject", "static-peak": "max replicas",
+                        "keda-tutorial": f"waiting > {TUTORIAL_THRESHOLD}/replica, polling "
+                                         f"{TUTORIAL_POLLING_S} s, HPA default behavior",
+                        "hpa-gpu": f"GPU busy {HPA_TARGET_UTILIZATION:.0%}, HPA default behavior",
+                        "knative-kpa": f"KPA defaults, target concurrency {KPA_TARGET_CONCURRENCY:g} x 70%"},
+           "rows": result}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
