@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from rtip import check as policy_check
 from rtip import deploycheck, offline, render, report, weights
 from rtip.simulate import add_parser as add_simulate_parser
 from rtip.stackfile import StackConfig, StackFileError, json_schema, load
@@ -65,7 +66,8 @@ def _plan(args: argparse.Namespace) -> int:
         report.print_tables(doc, Console(highlight=False, width=width))
     for warning in record.warnings:
         err.print(f"warning: {warning}", markup=False)
-    for finding in findings:
+    # Notes (what a check could not look at) go to --json only; errors and warnings print here.
+    for finding in (f for f in findings if f.severity is not deploycheck.Severity.INFO):
         err.print(f"{config.source}: {finding.severity} [{finding.check}] {finding.urn}: "
                   f"{finding.message}", markup=False)
     errors = [f for f in findings if f.severity is deploycheck.Severity.ERROR]
@@ -154,6 +156,12 @@ def parser() -> argparse.ArgumentParser:
                                            "yaml-language-server line of each stack file)")
     schema.add_argument("--out", metavar="FILE", help="write it to FILE (stacks/stack.schema.json)")
     schema.set_defaults(func=_schema)
+
+    check = sub.add_parser("check", help="run the policy pack over the offline plan (exit 1 on a "
+                                          "mandatory violation)")
+    check.add_argument("stack", help="a stack name in stacks/ or a path to a Pulumi.<name>.yaml")
+    check.add_argument("--json", action="store_true", help="print the violations as JSON")
+    check.set_defaults(func=lambda a: policy_check.run_command(a.stack, a.json))
 
     models = sub.add_parser("models", help="publish model weights and check their replication")
     msub = models.add_subparsers(dest="models_command", required=True)
