@@ -318,3 +318,18 @@ def test_non_prod_api_is_public_only_to_listed_cidrs(tmp_path, environment, tier
     assert aks.inputs["identity"]["type"] == ("UserAssigned" if kms else "SystemAssigned")
     assert record.outputs["clusters"][f"rtip-{environment}-eastus"]["endpoint"] == \
         f"https://{aks.outputs['fqdn']}"
+
+
+def test_a_user_assigned_control_plane_may_join_its_subnet() -> None:
+    # AKS docs ("Use a managed identity"): with its own identity on a subnet it did not create,
+    # the control plane needs Network Contributor there, granted before the cluster is created.
+    record = record_of("prod")
+    (aks,) = record.by_type(MANAGED_CLUSTER)
+    (subnet,) = record.by_type("azure-native:network:Subnet")
+    (identity,) = [u for u in record.by_type("azure-native:managedidentity:UserAssignedIdentity")
+                   if u.inputs["resourceName"] == "rtip-prod-eastus-control-plane"]
+    (grant,) = [g for g in record.by_type("azure-native:authorization:RoleAssignment")
+                if g.inputs["scope"] == subnet.outputs["id"]]
+    assert grant.inputs["roleDefinitionId"].endswith("/4d97b98b-1d4f-4787-a291-c67834d212e7")
+    assert grant.inputs["principalId"] == identity.outputs["principalId"]
+    assert grant.urn in aks.dependencies

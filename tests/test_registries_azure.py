@@ -50,8 +50,13 @@ REGISTRY_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Micro
 KEY_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Microsoft\.KeyVault/"
                     r"vaults/[a-z0-9-]+/keys/[a-z0-9-]+$")
 # Which scope each role may have: the one resource it is for, never anything wider.
+SUBNET_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Microsoft\.Network/"
+                       r"virtualNetworks/[^/]+/subnets/[^/]+$")
+# Network Contributor (AKS docs, "Use a managed identity"): the control plane joins its subnet.
+NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
 ROLE_SCOPE = {STORAGE_BLOB_DATA_READER: CONTAINER_ID, ACR_PULL: REGISTRY_ID,
-              KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER: KEY_ID, KEY_VAULT_CRYPTO_USER: KEY_ID}
+              KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER: KEY_ID, KEY_VAULT_CRYPTO_USER: KEY_ID,
+              NETWORK_CONTRIBUTOR: SUBNET_ID}
 
 SECOND = {"cloud": "azure", "region": "westus3", "zones": ["1", "2", "3"],
           "network": {"cidr": "10.41.0.0/16"}}
@@ -210,7 +215,7 @@ def assert_grants_are_narrow(record: Record) -> None:
     grants = [g for g in record.by_type(ROLE_ASSIGNMENT) if not g.name.endswith("-deployer")]
     assert grants
     targets = {**by_output_id(record, CONTAINER), **by_output_id(record, REGISTRY),
-               **by_output_id(record, KEY)}
+               **by_output_id(record, KEY), **by_output_id(record, "azure-native:network:Subnet")}
     for grant in grants:
         scope, role = grant.inputs["scope"], grant.inputs["roleDefinitionId"]
         guid = role.rsplit("/", 1)[-1]

@@ -18,7 +18,7 @@ from pulumi_azure_native import containerservice as aks
 from pulumi_azure_native import resources
 
 from components.azure.access import grant_deployer
-from components.azure.keys import ENCRYPT, CustomerKey
+from components.azure.keys import ENCRYPT, CustomerKey, grant
 from components.azure.network import DNS_SERVICE_IP, POD_CIDR, SERVICE_CIDR, AzureNetwork
 from components.azure.nodes import gpu_agent_pool, system_pool_profile
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
@@ -27,6 +27,8 @@ from components.gpu_pools import GpuPool
 from stacks.naming import vault_name
 from stacks.schema import AzureRegion, RegionSpec
 
+# Built-in role "Network Contributor" (the same GUID in every tenant).
+NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
 # The application ID of the AKS AAD server app, the audience of every Entra ID token AKS accepts
 # (kubelogin docs, "Using kubelogin with AKS"; recalled, not rechecked here).
 AKS_AAD_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
@@ -132,6 +134,11 @@ class AzureCluster(KubernetesCluster):
         identity = key.identity.id.apply(lambda uid: aks.ManagedClusterIdentityArgs(
             type=aks.ResourceIdentityType.USER_ASSIGNED,
             user_assigned_identities={uid: {}}))  # type: ignore[dict-item]
+        # A user-assigned control plane on a subnet it did not create must be allowed to join its
+        # nodes and load balancers to it (AKS docs, "Use a managed identity": Network Contributor
+        # on the subnet); az CLI grants it, ARM does not, so the program does before the cluster.
+        self.subnet_grant = grant(f"{name}-subnet", NETWORK_CONTRIBUTOR, self.network.node_subnet_id,
+                                  key.identity.principal_id, self.child)
         return key, identity
 
     def build_control_plane(self) -> None:
@@ -204,7 +211,7 @@ class AzureCluster(KubernetesCluster):
             opts=pulumi.ResourceOptions.merge(self.child, pulumi.ResourceOptions(
                 # The autoscaler owns the system pool's live node count.
                 ignore_changes=["agentPoolProfiles[0].count"],
-                depends_on=[key.grant] if key else [],
+                depends_on=[key.grant, self.subnet_grant] if key else [],
                 # AKS has no deletion-protection field (EKS and GKE do): where the posture asks for
                 # it, the engine refuses to delete the cluster until the option is removed.
                 protect=env.deletion_protection,
