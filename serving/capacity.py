@@ -8,7 +8,8 @@ Model of one replica (kept simple on purpose; every piece is a knob a measuremen
   approximation Lq = rho^sqrt(2(c+1)) / (1 - rho); the wait of a request that waits is exponential
   with rate c(1 - rho)/S, which gives the p99 wait in closed form.
 - p99 TTFT = prefill of a p99-length prompt + p99 queueing wait. The p99 prompt is
-  `P99_PROMPT_FACTOR` x the mean prompt (capped at the context limit).
+  `prompt_factor(percentile)` x the mean prompt (capped at the context limit); p99 for the
+  built-in tiers, the tier's own percentile for a stack-defined one.
 - p99 TPOT = TPOT(batch) / (1 - u), u = arrival rate x prefill(mean prompt): the share of time the
   engine spends on other requests' prefills, which stall every running sequence's next token.
 - The batch is the largest one whose p99 TPOT meets the tier and whose KV cache fits the slice;
@@ -34,7 +35,6 @@ from serving.tiers import TierSpec
 # 3.59, code 7,436 / 2,048 = 3.63. Between rows the factor is interpolated linearly.
 PROMPT_FACTORS: tuple[tuple[float, float], ...] = (
     (50.0, 0.88), (75.0, 1.34), (90.0, 2.53), (95.0, 3.57), (99.0, 3.6), (99.9, 5.35))
-P99_PROMPT_FACTOR = 3.6
 # vLLM's default --max-num-seqs: the engine never batches more sequences than this.
 MAX_BATCH = 256
 # Above this prefill share the decode stalls dominate and the linear model stops being credible.
@@ -236,7 +236,6 @@ def region_replicas(
 
 __all__ = [
     "MAX_BATCH",
-    "P99_PROMPT_FACTOR",
     "PROMPT_FACTORS",
     "DoesNotFit",
     "RegionReplicas",

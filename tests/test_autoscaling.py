@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from serving.autoscaling import METRIC, autoscaling, waiting_threshold
-from serving.capacity import P99_PROMPT_FACTOR, region_replicas, replica_capacity
+from serving.capacity import prompt_factor, region_replicas, replica_capacity
 from serving.hardware import GpuModel
 from serving.models import CATALOG, Quantization
 from serving.profiles import SliceKind, profile
@@ -36,7 +36,7 @@ def test_trigger_is_one_series_of_waiting_requests() -> None:
 def test_threshold_keeps_queueing_within_half_the_ttft_slack() -> None:
     for tier in Tier:
         scaling, cap, _ = _scaling(tier)
-        slack = TIERS[tier].ttft_ms / 1000 - PROF.prefill_s(P99_PROMPT_FACTOR * 1155)
+        slack = TIERS[tier].ttft_ms / 1000 - PROF.prefill_s(prompt_factor(99) * 1155)
         service = PROF.prefill_s(1155) + 211 * cap.tpot_tail_s
         wait_at_threshold = (scaling.threshold + 1) * service / cap.batch
         assert scaling.threshold == 1 or wait_at_threshold <= slack / 2 + 1e-9

@@ -114,3 +114,23 @@ def test_no_operating_point_exceeds_memory_or_tier(card, gpu, tier, tokens_in, t
     assert cap.ttft_tail_s <= tier.ttft_ms / 1000 + 1e-9
     assert cap.tpot_tail_s <= tier.tpot_ms / 1000 + 1e-9
     assert cap.batch >= 1 and cap.qps > 0
+
+
+def test_prompt_factors_are_the_traces_quantiles() -> None:
+    # The tail prompt the capacity model assumes, recomputed from the Azure 2023 traces: at each
+    # tabled percentile the larger of the two traces' quantile / mean, within the table's rounding.
+    import csv
+
+    import numpy as np
+
+    from serving.capacity import PROMPT_FACTORS
+    from tests.conftest import SHARED
+
+    ratios = []
+    for name in ("conv", "code"):
+        path = SHARED / "traces" / f"azure2023_AzureLLMInferenceTrace_{name}.csv"
+        with path.open(newline="") as fh:
+            tokens = np.array([int(r["ContextTokens"]) for r in csv.DictReader(fh)], dtype=float)
+        ratios.append({p: float(np.quantile(tokens, p / 100) / tokens.mean()) for p, _ in PROMPT_FACTORS})
+    for p, factor in PROMPT_FACTORS:
+        assert abs(max(r[p] for r in ratios) - factor) <= 0.035, p
