@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from google.protobuf import struct_pb2
 from pulumi.runtime.proto import analyzer_pb2
 from pulumi_policy import EnforcementLevel
@@ -25,7 +26,7 @@ from rtip.offline import Record, Resource
 from rtip.stackfile import PROJECT_DIR
 
 CONFIG_DIR = PROJECT_DIR / "policies" / "config"
-PACK_VERSION = "0.1.0"  # policies/PulumiPolicy.yaml
+PACK_VERSION = str(yaml.safe_load((PROJECT_DIR / "policies" / "PulumiPolicy.yaml").read_text())["version"])
 _LEVELS = {analyzer_pb2.EnforcementLevel.ADVISORY: "advisory",
            analyzer_pb2.EnforcementLevel.MANDATORY: "mandatory"}
 

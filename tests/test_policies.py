@@ -491,3 +491,18 @@ def test_shipped_stacks_go_through_the_pack(stack) -> None:
     violations = analyze(record, environment_config(record.plan.spec.environment))
     urns = {r.urn for r in record.resources}
     assert all(v.urn in urns for v in violations)
+
+
+def test_environment_configs_follow_the_posture_table() -> None:
+    # The pack imports no posture at run time (the CLI reads static JSON): the files must agree with
+    # serving/posture.py row by row, and with the README's levels (advisory only in dev).
+    from serving.posture import POSTURES
+
+    for env, row in POSTURES.items():
+        config = environment_config(str(env))
+        assert config["all"] == ("advisory" if str(env) == "dev" else "mandatory")
+        assert config["cluster-api-not-public"]["requirePrivateApi"] is row.private_api
+        assert config["secrets-customer-key"]["requireSecretsKey"] is row.secrets_customer_key
+        assert config["registries-hardened"]["requireStoreKeys"] is row.stores_customer_key
+        assert config["object-stores-hardened"]["requireStoreKeys"] is row.stores_customer_key
+        assert config["inference-services-survive-disruption"]["requireZoneFloor"] is (row.min_zones > 1)
