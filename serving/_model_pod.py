@@ -78,6 +78,20 @@ def gpu_memory_utilization(kind: SliceKind, pool_sharing: Sharing) -> float:
     return round(GPU_MEMORY_UTILIZATION * factor, 3)
 
 
+def device_memory_gb(kind: SliceKind, pool_sharing: Sharing) -> float:
+    """The memory one device of the replica reports to vLLM (torch's total memory): a MIG
+    instance its own, a time-sliced share or an NPS1 partition the whole GPU's, a whole GPU its
+    own (a TP group's memory over its GPUs)."""
+    if kind.mode is SharingMode.MIG:
+        return kind.memory_gb
+    if kind.mode is SharingMode.TIME_SLICE:
+        return kind.spec.memory_gb
+    if kind.mode is SharingMode.PARTITION and isinstance(pool_sharing, Partition) \
+            and pool_sharing.partition.memory_mode == "NPS1":
+        return kind.spec.memory_gb
+    return kind.memory_gb / kind.tensor_parallel
+
+
 def vllm_args(model: str, kind: SliceKind, pool_sharing: Sharing, max_model_len: int,
               stream_from: str | None) -> list[str]:
     """The InferenceService's arguments (KServe appends them to the runtime's).
@@ -167,6 +181,6 @@ def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
 
 
 __all__ = ["HEALTH_PATH", "HOME", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "RUN_AS", "STARTUP_MARGIN",
-           "VLLM_PORT", "ZONE_KEY", "container_resources", "env", "gpu_memory_utilization",
-           "node_share", "probes", "security_context", "shm_gib", "spread", "startup_allowance_s",
-           "tolerations", "vllm_args", "volumes"]
+           "VLLM_PORT", "ZONE_KEY", "container_resources", "device_memory_gb", "env",
+           "gpu_memory_utilization", "node_share", "probes", "security_context", "shm_gib", "spread",
+           "startup_allowance_s", "tolerations", "vllm_args", "volumes"]

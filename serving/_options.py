@@ -8,6 +8,7 @@ their reason kept, so a model with no option gets an error that says which fix a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from serving import coldstart
@@ -86,6 +87,11 @@ class ModelDemand:
     tensor_parallel: int | None = None  # pin the TP degree of whole-GPU options
     growth_per_s: float | None = None  # None: the tier's burst_headroom (capacity.region_replicas)
     replicas: tuple[int, int] | None = None  # (min, max) stated in the stack: overrides the sizing
+    # Simulated capacities by (slice label, quantization) (serving.measured); None: the simulator
+    # found the option unservable. They replace the closed form's answer for those options.
+    measured: Mapping[tuple[str, str], ReplicaCapacity | None] = field(
+        default_factory=dict, hash=False, compare=False)
+    measured_only: bool = False  # offer only measured options (the planner's last round)
 
 
 @dataclass(frozen=True)
@@ -169,8 +175,19 @@ def options_for(index: int, demand: ModelDemand, pools: list[PoolSpec], why: Rej
             continue
         for kind in kinds(pool, demand):
             for q in quantizations(demand.card, demand.allowed_quantization, pool.gpu):
-                got = slice_capacity(demand.card, kind, q, demand.tier, demand.input_tokens,
-                                     demand.output_tokens, demand.context_tokens)
+                key = (kind.label, str(q))
+                got: ReplicaCapacity | DoesNotFit | TierUnmeetable | None
+                if key in demand.measured:
+                    got = demand.measured[key]
+                    if got is None:
+                        why.too_slow.append((1.0, f"{kind.label} ({q}): the simulator finds "
+                                                  f"{demand.tier.tier} unservable even at a trickle"))
+                        continue
+                elif demand.measured_only:
+                    continue
+                else:
+                    got = slice_capacity(demand.card, kind, q, demand.tier, demand.input_tokens,
+                                         demand.output_tokens, demand.context_tokens)
                 if isinstance(got, DoesNotFit):
                     why.no_fit.append(str(got))
                     continue

@@ -74,6 +74,11 @@ class ReplicaCapacity:
     ttft_tail_s: float  # at the tier's percentile
     tpot_tail_s: float
     memory_needed_gb: float  # weights + KV cache for `batch` sequences (and one full context)
+    # "closed form" (this module's screening model) or "simulated" (serving.measured: the
+    # simulator's latency-limited rate, which sizes every placement the planner keeps).
+    source: str = "closed form"
+    closed_form_qps: float | None = None  # the screening model's answer, kept beside a simulated one
+    in_flight: float | None = None  # simulated mean running + waiting requests at `qps`
 
 
 def kv_token_capacity(card: ModelCard, weights_gb: float, memory_gb: float) -> int:

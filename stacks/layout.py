@@ -19,7 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from serving._options import ALL_SHARING, ModelDemand, PoolSpec
+from serving.capacity import ReplicaCapacity
 from serving.hardware import Cloud, MachineShape
+from serving.measured import Sizing, measure
 from serving.models import CATALOG
 from serving.packing import ModelPlacement, PackingPlan, PlanError, plan
 from serving.sharing import Mig, Partition, Sharing, TimeSlice, Whole, mig_sharing
@@ -133,6 +135,35 @@ def _one_mode_per_pool(demands: list[ModelDemand], specs: list[PoolSpec]) -> Pac
     return result
 
 
+# Rounds of (pack, then simulate the placements not yet measured) before the last round, which
+# may choose only measured options. Two suffice on the shipped stacks (tests/test_measured.py).
+MEASURE_ROUNDS = 3
+
+
+def _measured_packing(demands: list[ModelDemand], specs: list[PoolSpec], sizing: Sizing,
+                      ) -> tuple[PackingPlan, list[ModelDemand]]:
+    """The packing whose every placement is sized by the simulator (serving.measured).
+
+    The closed form screens all options; the placements a packing keeps are then measured and the
+    region packed again with those answers, until a packing keeps only measured placements. A
+    measured option can lose its place to one the closed form overrates, so the last round offers
+    only measured options: the result never rests on the closed form."""
+    measured: dict[str, dict[tuple[str, str], ReplicaCapacity | None]] = {d.name: {} for d in demands}
+    by_name = {d.name: d for d in demands}
+    pools_by_name = {p.name: p for p in specs}
+    for round_ in range(MEASURE_ROUNDS + 1):
+        trial = [replace(d, measured=dict(measured[d.name]), measured_only=round_ == MEASURE_ROUNDS)
+                 for d in demands]
+        packing = _one_mode_per_pool(trial, specs)
+        fresh = [m for m in packing.models if (m.slice.label, str(m.quantization)) not in measured[m.model]]
+        if not fresh:
+            return packing, trial
+        for m in fresh:
+            measured[m.model][(m.slice.label, str(m.quantization))] = sizing(
+                by_name[m.model], pools_by_name[m.pool], m.slice, m.quantization)
+    raise AssertionError("the last round offers measured options only")
+
+
 def _decide(pool: GpuPoolSpec, spec: PoolSpec, packing: PackingPlan) -> PoolDecision:
     stated = pools.stated_sharing(spec.gpu, pool)
     placed = [m for m in packing.models if m.pool == pool.name]
@@ -158,7 +189,8 @@ def _decide(pool: GpuPoolSpec, spec: PoolSpec, packing: PackingPlan) -> PoolDeci
     )
 
 
-def plan_region(spec: StackSpec, region: RegionSpec, tiers: Mapping[str, TierSpec]) -> RegionLayout:
+def plan_region(spec: StackSpec, region: RegionSpec, tiers: Mapping[str, TierSpec],
+                sizing: Sizing = measure) -> RegionLayout:
     """The region's packing and pool decisions; raises PlanError (naming the model where one is
     the cause) when its models cannot be served within their tiers by its pools."""
     cloud = Cloud(region.cloud)
@@ -170,7 +202,7 @@ def plan_region(spec: StackSpec, region: RegionSpec, tiers: Mapping[str, TierSpe
         raise PlanError(f"{region.region} has no GPU pools for models "
                         f"{', '.join(d.name for d in demands)}: add a gpu_pools entry", demands[0].name)
     else:
-        packing = _one_mode_per_pool(demands, specs)
+        packing, demands = _measured_packing(demands, specs, sizing)
     decisions = tuple(_decide(p, s, packing) for p, s in zip(region.gpu_pools, specs, strict=True))
     return RegionLayout(region.region, tuple(demands), packing, decisions)
 

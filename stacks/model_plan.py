@@ -15,10 +15,10 @@ from serving.autoscaling import Autoscaling, autoscaling
 from serving.capacity import ReplicaCapacity
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud
-from serving.models import CATALOG, ModelCard, Quantization
+from serving.models import CATALOG, Quantization
 from serving.packing import ModelPlacement
 from serving.profiles import SliceKind, profile
-from serving.slices import GPU_MEMORY_UTILIZATION, MIN_CONTEXT_TOKENS
+from serving.slices import served_context
 from serving.tiers import TierSpec
 from stacks.naming import MODELS_NAMESPACE, source_uri
 from stacks.schema import ModelSpec, RegionSpec, StackSpec
@@ -76,19 +76,6 @@ class ModelRegionPlan:
         return round(self.cost_per_replica_hour * self.max_replicas, 4)
 
 
-def served_context(card: ModelCard, quantization: Quantization, slice_memory_gb: float,
-                   tensor_parallel: int, requested: int | None) -> int:
-    """The --max-model-len vLLM serves: the spec's, else the longest context whose KV cache fits
-    beside the weights (vLLM refuses to start when one full-length sequence does not fit)."""
-    if requested is not None:
-        return requested
-    free_gb = (slice_memory_gb * tensor_parallel * GPU_MEMORY_UTILIZATION
-               - card.variant_weights_gb(quantization))
-    fits_tokens = int(free_gb * 1e9 // card.kv_bytes_per_token)
-    # vLLM's KV blocks hold 16 tokens; a multiple of 256 keeps the number readable.
-    return max(MIN_CONTEXT_TOKENS, min(card.context_max, fits_tokens // 256 * 256))
-
-
 def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tier: TierSpec,
                       placed: ModelPlacement, pools: Sequence[gpu_config.PoolSharing]) -> ModelRegionPlan:
     """`pools` are the region's pools as planned (concrete sharing), so the resource is the one
@@ -121,4 +108,4 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
     )
 
 
-__all__ = ["ModelRegionPlan", "model_region_plan", "served_context"]
+__all__ = ["ModelRegionPlan", "model_region_plan"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.hardware import Cloud, GpuModel, MachineShape, Vendor
+from serving.measured import Sizing, measure
 from serving.packing import PlanError
 from serving.posture import Posture, posture
 from serving.sharing import Sharing
@@ -116,16 +117,17 @@ def _pool(spec: GpuPoolSpec, region: RegionSpec, decision: PoolDecision) -> Plan
     )
 
 
-def plan_stack(spec: StackSpec) -> Plan:
+def plan_stack(spec: StackSpec, sizing: Sizing = measure) -> Plan:
     """The plan of a validated stack; raises PlanningError naming each model (or region) whose
-    tier no usable pool can meet at its peak, with what would fix it."""
+    tier no usable pool can meet at its peak, with what would fix it. `sizing`: how the kept
+    placements are sized (serving.measured; the simulator unless a test asks otherwise)."""
     tiers = resolve_tiers(spec)
     index = {m.name: i for i, m in enumerate(spec.models)}
     problems: list[Problem] = []
     regions: list[RegionPlan] = []
     for j, region in enumerate(spec.regions):
         try:
-            layout = plan_region(spec, region, tiers)
+            layout = plan_region(spec, region, tiers, sizing)
         except PlanError as err:
             at = f"models[{index[err.model]}]" if err.model in index else f"regions[{j}].gpu_pools"
             problems.append(Problem(at, f"in {region.region}: {err}"))

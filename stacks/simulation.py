@@ -30,23 +30,20 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from serving._model_pod import gpu_memory_utilization
+from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving.deployments import predictor_deployment
 from serving.models import CATALOG
-from serving.profiles import profile
-from serving.sharing import Mig, Partition, Sharing, TimeSlice
+from serving.replica_sim import replica_engine
+from serving.sharing import Mig, TimeSlice
 from serving.simulator import (
-    BLOCK_SIZE,
     ColdStartSpec,
     EngineConfig,
     FleetConfig,
     KedaAutoscaler,
     SimConfig,
-    StepTime,
     Targets,
     Trace,
     ZoneFailure,
-    default_batch_limits,
 )
 from serving.slices import SharingMode
 from stacks.model_plan import ModelRegionPlan
@@ -118,19 +115,6 @@ class Deployment:
         }
 
 
-def _device_memory_gb(mp: ModelRegionPlan, sharing: Sharing) -> float:
-    """Memory one device of the replica reports to vLLM (torch's total memory)."""
-    kind = mp.slice
-    if kind.mode is SharingMode.MIG:
-        return kind.memory_gb
-    if kind.mode is SharingMode.TIME_SLICE:
-        return kind.spec.memory_gb
-    if kind.mode is SharingMode.PARTITION and isinstance(sharing, Partition) \
-            and sharing.partition.memory_mode == "NPS1":
-        return kind.spec.memory_gb
-    return kind.memory_gb / kind.tensor_parallel
-
-
 def _slots_per_node(mp: ModelRegionPlan, pool: PlannedPool) -> int:
     """Replicas of this model's slice one node of the pool holds."""
     kind, gpus, sharing = mp.slice, pool.gpus_per_node, pool.sharing
@@ -158,14 +142,11 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     card = CATALOG[mp.catalog]
     pool = plan.region(mp.region).pool(mp.pool)
     kind = mp.slice
-    prof = profile(card, kind, mp.quantization)
-    device_gb = _device_memory_gb(mp, pool.sharing)
+    device_gb = device_memory_gb(kind, pool.sharing)
     utilization = gpu_memory_utilization(kind, pool.sharing)
-    free_gb = device_gb * kind.tensor_parallel * utilization - mp.weights_gb
-    kv_tokens = max(0, int(free_gb * 1e9 // card.kv_bytes_per_token))
-    tokens, seqs = default_batch_limits(device_gb, str(kind.gpu))
-    engine = EngineConfig(step=StepTime.from_profile(prof), kv_blocks=max(1, kv_tokens // BLOCK_SIZE),
-                          max_num_batched_tokens=tokens, max_num_seqs=seqs, max_model_len=mp.max_model_len)
+    usable_gb = device_gb * kind.tensor_parallel * utilization
+    kv_tokens = max(0, int((usable_gb - mp.weights_gb) * 1e9 // card.kv_bytes_per_token))
+    engine = replica_engine(card, kind, mp.quantization, mp.max_model_len, device_gb, usable_gb)
     zones = pool.zones
     slots = _slots_per_node(mp, pool)
     per_zone = math.ceil(mp.min_replicas / len(zones))

@@ -1,0 +1,194 @@
+"""A replica's latency-limited capacity, measured by the simulator.
+
+The closed form in `serving.capacity` screens every (model, slice, quantization) the planner may
+consider; it is fast and wrong in both directions (issue 11: vLLM admits requests straight into
+the running batch, so the TTFT queue it models rarely forms, while every prefill chunk stalls
+every running sequence, a tail its TPOT mean misses). The placements the planner keeps are sized
+by this module instead:
+
+- one replica as vLLM 0.11 runs it (`replica_engine`: the profile's step times, the KV blocks the
+  slice's memory leaves after the weights, the device's default token budget and `max_num_seqs`,
+  the served context), Poisson arrivals, request lengths drawn with the Azure conversation
+  trace's spread around the model's stated means (`serving.lengths`);
+- the capacity is the highest arrival rate at which the tier's percentile of TTFT and of TPOT
+  both stay under the targets less `MARGIN` (the run is a sample of `REQUESTS` requests; the margin
+  keeps a rerun with other random draws inside the tier, which tests/test_replica_sim.py checks);
+- found by bracketing from the closed form's answer, then bisection to `PRECISION`.
+
+The simulation is deterministic (fixed seed), so a result is memoised on disk under
+`$RTIP_CACHE_DIR` (default `~/.cache/rtip`), keyed by a hash of every input and of the
+simulator's own source: a rerun of `rtip plan` or `pulumi preview` costs a file read, and any
+change to the simulator invalidates the lot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from serving.lengths import DATA as LENGTHS_DATA
+from serving.lengths import azure_conversation
+from serving.models import ModelCard, Quantization
+from serving.profiles import SliceKind, profile
+from serving.simulator import (
+    BLOCK_SIZE,
+    EngineConfig,
+    FleetConfig,
+    SimConfig,
+    StaticPolicy,
+    StepTime,
+    Targets,
+    Trace,
+    default_batch_limits,
+    simulate,
+)
+
+REQUESTS = 2400  # per trial: 24 requests above a p99
+MARGIN = 0.05  # of each target, for the sampling noise of one trial
+PRECISION = 0.02  # relative width of the final bisection bracket
+SEED = 20231116  # the Azure trace's collection date; any fixed value would do
+WARMUP_FRACTION = 0.1  # the first arrivals see an empty replica: left out of the percentiles
+
+
+@dataclass(frozen=True)
+class SimulatedCapacity:
+    qps: float  # latency-limited arrivals per second of one replica
+    ttft_tail_s: float  # at the tier's percentile, at `qps`
+    tpot_tail_s: float
+    in_flight: float  # mean running + waiting requests at `qps`
+    trials: int  # simulations the search ran
+
+
+class Unservable(ValueError):
+    """Even a trickle of traffic misses the tier on this replica."""
+
+
+def replica_engine(card: ModelCard, kind: SliceKind, quantization: Quantization, max_model_len: int,
+                   visible_memory_gb: float, usable_memory_gb: float) -> EngineConfig:
+    """vLLM 0.11 on one replica. `visible_memory_gb`: what one device reports (vLLM's batch-limit
+    defaults depend on it); `usable_memory_gb`: what vLLM may fill on all the replica's devices
+    (visible x tensor parallel x --gpu-memory-utilization); the KV cache is that less the weights."""
+    free_gb = usable_memory_gb - card.variant_weights_gb(quantization)
+    kv_tokens = max(0, int(free_gb * 1e9 // card.kv_bytes_per_token))
+    tokens, seqs = default_batch_limits(visible_memory_gb, str(kind.gpu))
+    return EngineConfig(step=StepTime.from_profile(profile(card, kind, quantization)),
+                        kv_blocks=max(1, kv_tokens // BLOCK_SIZE), max_num_batched_tokens=tokens,
+                        max_num_seqs=seqs, max_model_len=max_model_len)
+
+
+@cache
+def _source_hash() -> str:
+    """The simulator's code and the length data: a change to either is a new cache key."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for path in [*sorted((root / "simulator").glob("*.py")), Path(__file__), root / "lengths.py",
+                 LENGTHS_DATA]:
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cache_file(key: dict[str, object]) -> Path:
+    base = Path(os.environ.get("RTIP_CACHE_DIR") or Path.home() / ".cache" / "rtip")
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+    return base / "replica-capacity" / f"{digest}.json"
+
+
+def _trial(engine: EngineConfig, targets: Targets, percentile: float, rate: float,
+           prompts: np.ndarray, outputs: np.ndarray, gaps: np.ndarray) -> tuple[bool, float, float, float]:
+    """(within targets less the margin, tail TTFT, tail TPOT, mean in-flight) at `rate`."""
+    arrivals = np.cumsum(gaps / rate)
+    trace = Trace(arrivals, prompts, outputs, source=f"poisson {rate:g}/s")
+    fleet = FleetConfig(zones=("z",), initial_replicas=1)
+    result = simulate(trace, SimConfig(engine=engine, fleet=fleet, targets=targets), "least-loaded",
+                      StaticPolicy(1))
+    steady = result.arrival_s >= arrivals[int(len(arrivals) * WARMUP_FRACTION)]
+    ok = result.ok & steady
+    if not ok.any() or result.failed:
+        return False, math.inf, math.inf, math.inf
+    ttft = float(np.percentile(result.ttft_s[ok], percentile))
+    tpots = result.tpot_s[ok & ~np.isnan(result.tpot_s)]
+    tpot = float(np.percentile(tpots, percentile)) if len(tpots) else 0.0
+    in_flight = float(np.mean(np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])))
+    fits = ttft <= targets.ttft_s * (1 - MARGIN) and tpot <= targets.tpot_s * (1 - MARGIN)
+    return fits, ttft, tpot, in_flight
+
+
+def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prompt: int,
+            mean_output: int, start_qps: float) -> SimulatedCapacity:
+    rng = np.random.default_rng(SEED)
+    prompts, outputs = azure_conversation().sample(REQUESTS, mean_prompt, mean_output, rng)
+    if engine.max_model_len is not None:  # the server rejects longer requests; the stack's context caps them
+        prompts = np.minimum(prompts, engine.max_model_len - outputs.clip(max=engine.max_model_len // 2))
+        prompts = np.maximum(prompts, 1)
+    gaps = rng.exponential(1.0, REQUESTS)
+    trials = 0
+    seen: dict[float, tuple[bool, float, float, float]] = {}
+
+    def run(rate: float) -> tuple[bool, float, float, float]:
+        nonlocal trials
+        if rate not in seen:
+            trials += 1
+            seen[rate] = _trial(engine, targets, percentile, rate, prompts, outputs, gaps)
+        return seen[rate]
+
+    low, high = 0.0, max(start_qps, 1e-3)
+    if run(high)[0]:
+        low = high
+        for _ in range(8):
+            high = low * 1.6
+            if not run(high)[0]:
+                break
+            low = high
+        else:
+            high = math.inf
+    else:
+        for _ in range(12):
+            candidate = high * 0.6
+            if run(candidate)[0]:
+                low = candidate
+                break
+            high = candidate
+        else:
+            raise Unservable(f"misses the tier even at {high:.3g} req/s")
+    while math.isfinite(high) and (high - low) > PRECISION * low:
+        mid = (low + high) / 2
+        low, high = (mid, high) if run(mid)[0] else (low, mid)
+    _, ttft, tpot, in_flight = run(low)
+    return SimulatedCapacity(qps=low, ttft_tail_s=ttft, tpot_tail_s=tpot, in_flight=in_flight, trials=trials)
+
+
+def simulated_capacity(engine: EngineConfig, targets: Targets, percentile: float, mean_prompt: int,
+                       mean_output: int, start_qps: float) -> SimulatedCapacity:
+    """The latency-limited rate of one replica (see the module docstring); memoised on disk."""
+    key: dict[str, object] = {
+        "code": _source_hash(), "engine": asdict(engine), "targets": asdict(targets),
+        "percentile": percentile, "tokens": [mean_prompt, mean_output],
+        "requests": REQUESTS, "margin": MARGIN, "precision": PRECISION, "seed": SEED,
+        # The bracket's start changes which rates are tried, so it is part of the answer's identity.
+        "start": round(start_qps, 6),
+    }
+    path = _cache_file(key)
+    try:
+        return SimulatedCapacity(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
+    found = _search(engine, targets, percentile, mean_prompt, mean_output, start_qps)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(found)))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home only costs the next run the search again
+    return found
+
+
+__all__ = ["MARGIN", "REQUESTS", "SimulatedCapacity", "Unservable", "replica_engine",
+           "simulated_capacity"]
