@@ -9,6 +9,7 @@ Every release names what it needs in `depends_on`, so CRDs exist before anything
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -109,8 +110,11 @@ class ClusterAddons(pulumi.ComponentResource):
     releases: dict[ChartKey, k8s.helm.v3.Release]
 
     def __init__(self, name: str, cluster: ClusterFacts, env: Posture,
-                 opts: pulumi.ResourceOptions | None = None, *, store: RegionStore | None = None) -> None:
-        """`store`: the region's registries; the AMD operator's driver build pushes there."""
+                 opts: pulumi.ResourceOptions | None = None, *, store: RegionStore | None = None,
+                 digests: Mapping[str, str] | None = None) -> None:
+        """`store`: the region's registries: the GPU operators' and node preparation's images are
+        pulled from there (by the digests `digests` pins, the stack's `registries.digests`), and
+        the AMD operator's driver build pushes there."""
         cache, notes = model_cache(cluster)
         cached = has_cache(cluster)
         super().__init__("rtip:k8s:ClusterAddons", name, {
@@ -148,13 +152,14 @@ class ClusterAddons(pulumi.ComponentResource):
             self.cache = ModelCacheAddons(
                 f"{name}-cache", cluster, rel[ChartKey.KSERVE_LOCALMODEL_CRD],
                 [ns[KSERVE_NAMESPACE], rel[ChartKey.KSERVE_CRD], rel[ChartKey.KSERVE],
-                 rel[ChartKey.CERT_MANAGER]], opts=pulumi.ResourceOptions(parent=self))
+                 rel[ChartKey.CERT_MANAGER]], opts=pulumi.ResourceOptions(parent=self),
+                image_registry=store.image_registry if store else None, digests=digests)
             rel[ChartKey.KSERVE_LOCALMODEL] = self.cache.release
         rel[ChartKey.KEDA] = helm_release(
             f"{name}-keda", ChartKey.KEDA, KEDA_NAMESPACE, keda_values(env), self, provider,
             [ns[KEDA_NAMESPACE], rel[ChartKey.KUBE_PROMETHEUS_STACK]])
         self.gpu = GpuAddons(f"{name}-gpu", cluster, rel, opts=pulumi.ResourceOptions(parent=self),
-                             image_registry=store.image_registry if store else None)
+                             image_registry=store.image_registry if store else None, digests=digests)
         rel.update(self.gpu.releases)
         self.releases = rel
         self.register_outputs({})

@@ -12,6 +12,7 @@ node preparation that puts the NVMe under the agent's host path, and a LocalMode
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -22,7 +23,8 @@ from components.contract import ClusterFacts, PoolFacts
 from components.gpu_pools import ASSEMBLE_NVME, LOCALMODEL_NODE_LABEL
 from serving import manifests
 from serving.charts import ChartKey, image
-from serving.nodeprep import node_prep_daemonset
+from serving.images import CACHE_IMAGES, RegionalRegistry
+from serving.nodeprep import NODE_PREP_NAME, node_prep_daemonset
 
 # kserve-resources value `kserve.localmodel.jobNamespace` (chart default); KServe creates no
 # namespace for it.
@@ -32,7 +34,9 @@ JOBS_NAMESPACE = "kserve-localmodel-jobs"
 DOWNLOAD_SERVICE_ACCOUNT = "model-download"
 # The node-prep DaemonSet mounts and formats host disks: a privileged namespace of its own.
 NODE_PREP_NAMESPACE = "rtip-node-prep"
-NODE_PREP_IMAGE = "node-prep"
+(NODE_PREP_IMAGE,) = CACHE_IMAGES
+# Stands in for the region's registry root while the body is built plainly (a bad pin fails then).
+PLAIN_ROOT = "registry.invalid/rtip"
 
 
 def cached_pools(cluster: ClusterFacts) -> list[PoolFacts]:
@@ -66,7 +70,12 @@ class ModelCacheAddons(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
 
     def __init__(self, name: str, cluster: ClusterFacts, crds: pulumi.Resource,
-                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None, *,
+                 image_registry: pulumi.Input[str] | None = None,
+                 digests: Mapping[str, str] | None = None) -> None:
+        """`image_registry`: the region's registry root, which node preparation pulls its image
+        from (by the digest `digests` pins for it if any); None: the upstream reference (unit
+        tests of the bodies only)."""
         pools = cached_pools(cluster)
         super().__init__("rtip:k8s:ModelCacheAddons", name, {
             "cluster": cluster.name, "pools": [p.name for p in pools],
@@ -84,9 +93,21 @@ class ModelCacheAddons(pulumi.ComponentResource):
         if len(paths) != 1:
             raise ValueError(f"cluster {cluster.name}: NVMe pools mount their disks at {paths}; "
                              f"one node-prep DaemonSet serves one path")
-        body = node_prep_daemonset(NODE_PREP_NAMESPACE, paths[0], cluster.cloud in ASSEMBLE_NVME,
-                                   image(NODE_PREP_IMAGE), {key: value}, tolerations(pools))
-        prep = k8s.apps.v1.DaemonSet(f"{name}-node-prep", metadata=body["metadata"], spec=body["spec"],
+        pins = dict(digests or {})
+        what = f"DaemonSet {NODE_PREP_NAMESPACE}/{NODE_PREP_NAME}"
+
+        def prep_body(img: str) -> dict[str, Any]:
+            return node_prep_daemonset(NODE_PREP_NAMESPACE, paths[0], cluster.cloud in ASSEMBLE_NVME,
+                                       img, {key: value}, tolerations(pools))
+
+        # The upstream reference first: its pin (and any digest) is checked before registering.
+        body = prep_body(RegionalRegistry(PLAIN_ROOT, cluster.cloud, pins).ref(NODE_PREP_IMAGE, what)
+                         if image_registry is not None else image(NODE_PREP_IMAGE))
+        spec: Any = body["spec"]
+        if image_registry is not None:
+            spec = pulumi.Output.from_input(image_registry).apply(lambda root: prep_body(
+                RegionalRegistry(root, cluster.cloud, pins).ref(NODE_PREP_IMAGE, what))["spec"])
+        prep = k8s.apps.v1.DaemonSet(f"{name}-node-prep", metadata=body["metadata"], spec=spec,
                                      opts=self._opts(provider, [prep_ns]))
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-local-models", metadata=k8s.meta.v1.ObjectMetaArgs(

@@ -3,13 +3,15 @@
 NVIDIA: the GPU Operator where the cloud leaves something to do (EKS, AKS), told through two
 ConfigMaps what the pools' node labels select: the MIG manager's layouts (`nvidia.com/mig.config`)
 and the device plugin's time-slicing (`nvidia.com/device-plugin.config`). AMD: the ROCm GPU Operator
-and one DeviceConfig for the MI300X nodes, its driver image kept in the region's registry. One
+and one DeviceConfig for the MI300X nodes; the operator's images, and the driver image it builds,
+are all in the region's registry. One
 node-feature-discovery per cluster: with both vendors, NVIDIA's serves the AMD nodes too. The model
 cache's notes come from here; its objects are components/addons_cache.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,7 @@ from serving import gpu_config as gc
 from serving import manifests
 from serving.charts import IMAGES, ChartKey
 from serving.hardware import Cloud, Vendor
+from serving.images import RegionalRegistry
 
 NVIDIA_NAMESPACE = "gpu-operator"
 AMD_NAMESPACE = "kube-amd-gpu"
@@ -93,11 +96,15 @@ def nvidia_values(on: NvidiaOnCloud, cfg: gc.NvidiaConfig, taint_keys: list[str]
     }
 
 
-def amd_values(own_nfd: bool, taint_keys: list[str]) -> dict[str, Any]:
+def amd_values(own_nfd: bool, taint_keys: list[str],
+               controller: tuple[pulumi.Input[str], str] | None = None) -> dict[str, Any]:
     """`own_nfd`: the AMD chart installs node-feature-discovery (dependency with condition
     `node-feature-discovery.enabled`); off where NVIDIA's operator already runs one (FACTS.md
-    section 9): two NFD masters and workers would fight over the same node labels."""
+    section 9): two NFD masters and workers would fight over the same node labels.
+    `controller`: the controller image's repository and tag in the region's registry (None: the
+    upstream ones, for unit tests of the values)."""
     operator = IMAGES["amd-gpu-operator"]
+    repository, tag = controller or (operator.repository, operator.tag)
     nfd: dict[str, Any] = {"enabled": own_nfd}
     if own_nfd:
         nfd["worker"] = {"tolerations": _exists(taint_keys)}
@@ -107,7 +114,7 @@ def amd_values(own_nfd: bool, taint_keys: list[str]) -> dict[str, Any]:
         "crds": {"defaultCR": {"install": False}},
         "node-feature-discovery": nfd,
         "controllerManager": {"manager": {
-            "image": {"repository": operator.repository, "tag": operator.tag},
+            "image": {"repository": repository, "tag": tag},
             "imagePullPolicy": "IfNotPresent",
             "resources": resources("100m", "256Mi", "1", "1Gi"),
         }},
@@ -139,8 +146,13 @@ def gpu_notes(cluster: ClusterFacts) -> list[str]:
 
 
 # The repository under the region's registry the AMD operator's in-cluster driver build pushes
-# the amdgpu kernel-module image to and the nodes load it from; the operator sets the tag.
+# the amdgpu kernel-module image to and the nodes load it from; the operator sets the tag
+# (serving/manifests.py AmdDeviceConfigInput.driver_image).
 AMD_DRIVER_REPOSITORY = "amdgpu-driver"
+CONTROLLER_IMAGE = "amd-gpu-operator"
+# A registry root that stands in for the region's while the bodies are built plainly, so that a
+# bad pin or config fails before anything is registered.
+PLAIN_ROOT = "registry.invalid/rtip"
 
 
 def amd_driver_image(image_registry: str) -> str:
@@ -159,7 +171,10 @@ class GpuAddons(pulumi.ComponentResource):
     def __init__(self, name: str, cluster: ClusterFacts,
                  platform: dict[ChartKey, k8s.helm.v3.Release],
                  opts: pulumi.ResourceOptions | None = None, *,
-                 image_registry: pulumi.Input[str] | None = None) -> None:
+                 image_registry: pulumi.Input[str] | None = None,
+                 digests: Mapping[str, str] | None = None) -> None:
+        """`image_registry`: the region's registry root (RegionStore.image_registry), which every
+        AMD operator image is pulled from, by the digest `digests` pins for it if any."""
         nvidia = [p for p in cluster.pools if p.vendor is Vendor.NVIDIA]
         amd = [p for p in cluster.pools if p.vendor is Vendor.AMD]
         cfg = gc.nvidia_config(nvidia)
@@ -172,6 +187,8 @@ class GpuAddons(pulumi.ComponentResource):
             "amdOperator": bool(amd),
         }, opts)
         self._provider = cluster.provider
+        self._cloud = cluster.cloud
+        self._digests = dict(digests or {})
         self.releases = {}
         monitoring = platform[ChartKey.KUBE_PROMETHEUS_STACK]
         nvidia_nfd = bool(nvidia) and on.operator
@@ -217,10 +234,20 @@ class GpuAddons(pulumi.ComponentResource):
     def _amd(self, name: str, pools: list[PoolFacts], platform: list[pulumi.Resource], own_nfd: bool,
              image_registry: pulumi.Input[str]) -> None:
         ns = namespace(f"{name}-ns-amd", AMD_NAMESPACE, "privileged", self, self._provider)
+        root = pulumi.Output.from_input(image_registry)
+
+        def registry(at: str) -> RegionalRegistry:
+            return RegionalRegistry(at, self._cloud, self._digests)
+
+        # The chart takes the controller as repository and tag: a pinned digest fails here, plainly,
+        # before anything is registered (serving/images.py TAG_ONLY).
+        what = f"release {ChartKey.AMD_GPU_OPERATOR} controllerManager.manager.image"
+        _, tag = registry(PLAIN_ROOT).repository_and_tag(CONTROLLER_IMAGE, what)
+        repository = root.apply(lambda r: registry(r).repository_and_tag(CONTROLLER_IMAGE, what)[0])
         # The operator's webhooks take certificates from cert-manager.
         release = helm_release(f"{name}-amd-gpu-operator", ChartKey.AMD_GPU_OPERATOR, AMD_NAMESPACE,
-                               amd_values(own_nfd, _taint_keys(pools)), self, self._provider,
-                               [ns, *platform])
+                               amd_values(own_nfd, _taint_keys(pools), (repository, tag)), self,
+                               self._provider, [ns, *platform])
         self.releases[ChartKey.AMD_GPU_OPERATOR] = release
         after: list[pulumi.Resource] = [release]
         profiles = gc.amd_partitions(pools)
@@ -232,17 +259,17 @@ class GpuAddons(pulumi.ComponentResource):
             raise ValueError(f"cluster AMD pools {[p.name for p in pools]} mix GPU models {gpus}: "
                              f"one DeviceConfig selects one model")
 
-        def body(root: str) -> dict[str, Any]:
+        def body(at: str) -> dict[str, Any]:
             return manifests.amd_device_config(manifests.AmdDeviceConfigInput(
                 name=AMD_DEVICE_CONFIG, namespace=AMD_NAMESPACE,
                 selector={f"{LABEL_PREFIX}/gpu": gpus[0]}, taint_keys=tuple(_taint_keys(pools)),
-                driver_image=amd_driver_image(root), dcm_configmap=DCM_CONFIGMAP if profiles else None))
+                driver_image=amd_driver_image(at), dcm_configmap=DCM_CONFIGMAP if profiles else None,
+                registry=registry(at)))
 
         # Built once plainly so a bad config fails before anything is registered.
-        plain = body("registry.invalid/rtip")
-        _custom_resource(f"{name}-device-config", {
-            **plain, "spec": pulumi.Output.from_input(image_registry).apply(lambda r: body(r)["spec"])},
-            self._opts(after))
+        plain = body(PLAIN_ROOT)
+        _custom_resource(f"{name}-device-config", {**plain, "spec": root.apply(lambda r: body(r)["spec"])},
+                         self._opts(after))
 
 
 def _custom_resource(name: str, body: dict[str, Any],

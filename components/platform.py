@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 
 from components.addons import ClusterAddons
+from components.addons_helm import network_policies, ready, use_network
 from components.aws.cluster import AwsCluster, aws_provider
 from components.aws.identity import AwsModelIdentity
 from components.aws.registries import AwsRegistries
@@ -23,6 +24,7 @@ from components.kit import CloudKit
 from components.models import ModelDeployment
 from components.namespaces import MODELS_NAMESPACE, ClusterNamespaces
 from serving.hardware import Cloud
+from serving.netpol import ClusterNetwork
 from stacks.plan import Plan, RegionPlan
 
 # One kit per cloud: a table, so a fourth cloud is one more row and no branch.
@@ -37,6 +39,13 @@ def stack_labels(plan: Plan, cluster: str) -> dict[str, str]:
     """Tags/labels every cloud resource carries (keys valid on all three clouds)."""
     return {"rtip-environment": plan.spec.environment, "rtip-cluster": cluster,
             "managed-by": "pulumi-rtip"}
+
+
+def cluster_network(region: RegionPlan) -> ClusterNetwork:
+    """The region's network as the NetworkPolicies see it; the API is private exactly when the
+    stack opens it to no outside network (components.contract.public_api_cidrs)."""
+    spec = region.region
+    return ClusterNetwork(region.cloud, spec.network.cidr, private_api=not spec.api_access_cidrs)
 
 
 class Platform(pulumi.ComponentResource):
@@ -69,10 +78,16 @@ class Platform(pulumi.ComponentResource):
             cluster: KubernetesCluster = kit.cluster(region.cluster, region, plan,
                                                      providers[region.name], child)
             on_cluster = pulumi.ResourceOptions(parent=cluster)
+            # Every namespace made on this cluster gets NetworkPolicies naming its network.
+            use_network(cluster.facts.provider, cluster_network(region))
             namespaces = ClusterNamespaces(f"{region.cluster}-ns", cluster.facts, opts=on_cluster)
-            models_ns = [namespaces.namespaces[MODELS_NAMESPACE]]
+            for ns, made in namespaces.namespaces.items():
+                network_policies(f"{region.cluster}-ns-{ns}-netpol", made, ns, namespaces,
+                                 cluster.facts.provider)
+            # Model pods start once their namespace's policies are in place.
+            models_ns = ready([namespaces.namespaces[MODELS_NAMESPACE]])
             addons = ClusterAddons(f"{region.cluster}-addons", cluster.facts, plan.posture, opts=on_cluster,
-                                   store=stores[region.name])
+                                   store=stores[region.name], digests=plan.spec.registries.digests)
             kit.identity(f"{region.cluster}-models", cluster, stores[region.name], models_ns, on_cluster)
             for model in region.models:
                 ModelDeployment(f"{region.cluster}-model-{model.model}", model, cluster.facts,
@@ -81,4 +96,4 @@ class Platform(pulumi.ComponentResource):
             self.clusters.append(cluster.facts)
 
 
-__all__ = ["KITS", "Platform", "stack_labels"]
+__all__ = ["KITS", "Platform", "cluster_network", "stack_labels"]

@@ -17,7 +17,7 @@ remote repository of its own named `<prefix>-<namespace>`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from serving.charts import IMAGES, UPSTREAMS, Image, UnpinnedError, Upstream, pinned_ref
@@ -35,6 +35,24 @@ VENDOR_IMAGES: dict[Vendor, tuple[str, ...]] = {
     Vendor.AMD: ("vllm-rocm", "amd-gpu-operator", "amd-device-plugin", "amd-node-labeller",
                  "amd-metrics-exporter", "amd-config-manager", "amd-utils"),
 }
+# The toolkit images a cluster with NVMe GPU pools runs for its local model cache: the node
+# preparation DaemonSet (serving/nodeprep.py).
+CACHE_IMAGES: tuple[str, ...] = ("node-prep",)
+# Images whose consumer takes a repository and a tag apart and joins them with `:`, so no digest
+# can be pulled: the AMD operator's controller (gpu-operator-charts v1.5.1,
+# templates/deployment.yaml: `image: {{ ...manager.image.repository }}:{{ ...manager.image.tag
+# | default .Chart.AppVersion }}`).
+TAG_ONLY: dict[str, str] = {
+    "amd-gpu-operator": "the gpu-operator-charts v1.5.1 Deployment joins "
+                        "controllerManager.manager.image.repository and .tag with ':'",
+}
+
+
+def region_image_keys(vendors: Iterable[Vendor], nvme: bool) -> tuple[str, ...]:
+    """The toolkit images a region runs: per GPU vendor of its pools, and the cache's when any
+    pool has local NVMe."""
+    keys = {k for v in vendors for k in VENDOR_IMAGES[v]} | (set(CACHE_IMAGES) if nvme else set())
+    return tuple(sorted(keys))
 
 
 @dataclass(frozen=True)
@@ -105,8 +123,8 @@ class RegionalRegistry:
         pinned digest is an error here rather than silently dropped."""
         ref = self.ref(key, what)
         if "@" in ref:
-            raise UnpinnedError(f"{what}: image {key} has a pinned digest, but its chart takes a "
-                                "repository and a tag only")
+            why = TAG_ONLY.get(key, "its chart takes a repository and a tag only")
+            raise UnpinnedError(f"{what}: image {key} has a pinned digest, but {why}")
         repository, _, tag = ref.rpartition(":")
         return repository, tag
 
@@ -123,5 +141,5 @@ def cache_path(key: str) -> tuple[Upstream, str]:
     return ref.upstream, ref.path
 
 
-__all__ = ["DIGEST_PATTERN", "NAMESPACE_JOIN", "VENDOR_IMAGES", "ImageRef", "RegionalRegistry",
-           "cache_path", "parse", "regional_ref", "upstreams_of"]
+__all__ = ["CACHE_IMAGES", "DIGEST_PATTERN", "NAMESPACE_JOIN", "TAG_ONLY", "VENDOR_IMAGES", "ImageRef",
+           "RegionalRegistry", "cache_path", "parse", "region_image_keys", "regional_ref", "upstreams_of"]

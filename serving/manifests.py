@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.charts import image
+from serving.images import RegionalRegistry
 from serving.nodeprep import AGENT_HOST_PATH
 
 POOL_LABEL = "rtip.dev/pool"
@@ -74,12 +75,18 @@ class AmdDeviceConfigInput:
     namespace: str
     selector: dict[str, str]  # node labels of the MI300X nodes the config manages
     taint_keys: tuple[str, ...]  # taints on those nodes the operator's daemons must tolerate
-    # The Device Config Manager's ConfigMap, when a pool asks for a CPX/NPS4 partition.
-    # The repository (no tag: the operator tags by kernel and driver version) the in-cluster
-    # driver build pushes to and the nodes pull from: under the region's own registry.
+    # The repository the in-cluster driver build pushes to and the nodes pull from, under the
+    # region's own registry, with no tag or digest: the operator appends the tag itself,
+    # `:<os>-${KERNEL_FULL_VERSION}-<driver version>` (ROCm/gpu-operator v1.5.1,
+    # internal/kmmmodule/kmmmodule.go addNodeInfoSuffixToImageTag), so a tag here would make
+    # `repo:tag:suffix`; the CRD says "don't include tag since it will be fully managed by operator".
     driver_image: str = ""
+    # The Device Config Manager's ConfigMap, when a pool asks for a CPX/NPS4 partition.
     dcm_configmap: str | None = None
     driver_version: str = "6.4"
+    # The region's registry every other image of the config is pulled from; None: the upstream
+    # references (what the registry's caches fetch; unit tests of the body only).
+    registry: RegionalRegistry | None = None
 
 
 def _tolerations(keys: tuple[str, ...]) -> list[dict[str, str]]:
@@ -96,17 +103,24 @@ def amd_device_config(cfg: AmdDeviceConfigInput) -> dict[str, Any]:
     if not cfg.driver_image:
         raise ValueError(f"DeviceConfig {cfg.name}: the driver is enabled but no driver image "
                          f"repository is given")
+    if "@" in cfg.driver_image or ":" in cfg.driver_image.rsplit("/", 1)[-1]:
+        raise ValueError(f"DeviceConfig {cfg.name}: driver image {cfg.driver_image!r} names a tag or "
+                         f"digest; the operator appends its own tag to the repository")
     tolerations = _tolerations(cfg.taint_keys)
     api_version, kind = DEVICE_CONFIG
+
+    def image_of(key: str) -> str:
+        return cfg.registry.ref(key, f"DeviceConfig {cfg.name}") if cfg.registry else image(key)
+
     spec: dict[str, Any] = {
         "selector": dict(cfg.selector),
         "driver": {"enable": True, "version": cfg.driver_version, "image": cfg.driver_image,
                    "tolerations": tolerations},
-        "commonConfig": {"utilsContainer": {"image": image("amd-utils"),
+        "commonConfig": {"utilsContainer": {"image": image_of("amd-utils"),
                                             "imagePullPolicy": "IfNotPresent"}},
         "devicePlugin": {
             "enableDevicePlugin": True,
-            "devicePluginImage": image("amd-device-plugin"),
+            "devicePluginImage": image_of("amd-device-plugin"),
             "devicePluginImagePullPolicy": "IfNotPresent",
             "devicePluginTolerations": tolerations,
             # `mixed` names each partition in the resource (amd.com/cpx_nps4) so a pod sized for
@@ -114,13 +128,13 @@ def amd_device_config(cfg: AmdDeviceConfigInput) -> dict[str, Any]:
             "devicePluginArguments": {
                 "resource_naming_strategy": "mixed" if cfg.dcm_configmap else "single"},
             "enableNodeLabeller": True,
-            "nodeLabellerImage": image("amd-node-labeller"),
+            "nodeLabellerImage": image_of("amd-node-labeller"),
             "nodeLabellerImagePullPolicy": "IfNotPresent",
             "nodeLabellerTolerations": tolerations,
         },
         "metricsExporter": {
             "enable": True,
-            "image": image("amd-metrics-exporter"),
+            "image": image_of("amd-metrics-exporter"),
             "imagePullPolicy": "IfNotPresent",
             "serviceType": "ClusterIP",
             "port": 5000,
@@ -133,7 +147,7 @@ def amd_device_config(cfg: AmdDeviceConfigInput) -> dict[str, Any]:
     if cfg.dcm_configmap:
         spec["configManager"] = {
             "enable": True,
-            "image": image("amd-config-manager"),
+            "image": image_of("amd-config-manager"),
             "imagePullPolicy": "IfNotPresent",
             "config": {"name": cfg.dcm_configmap},
             "configManagerTolerations": tolerations,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from serving.charts import IMAGES, UPSTREAMS
 from serving.hardware import Cloud, machine
-from serving.images import DIGEST_PATTERN, VENDOR_IMAGES, cache_path
+from serving.images import DIGEST_PATTERN, TAG_ONLY, cache_path, region_image_keys
 from stacks.checks_base import Problem
 from stacks.schema import StackSpec
 
@@ -31,6 +31,9 @@ def check_images(spec: StackSpec) -> Iterator[Problem]:
             yield Problem(at, f"{digest!r} is not a content digest: expected 'sha256:' and 64 "
                               "lowercase hexadecimal digits, as `docker buildx imagetools inspect` "
                               "prints it")
+        elif key in TAG_ONLY:
+            yield Problem(at, f"image {key} cannot be pulled by digest: {TAG_ONLY[key]}; pin its "
+                              "tag instead (serving/charts.py IMAGES)")
     for host in registries.upstream_credentials:
         if host not in UPSTREAMS:
             yield Problem(f"registries.upstream_credentials.{host}",
@@ -49,9 +52,11 @@ def _uncached_on_aws(spec: StackSpec) -> Iterator[Problem]:
     for i, region in enumerate(spec.regions):
         if region.cloud != Cloud.AWS:
             continue
-        vendors = {m.gpu_spec.vendor for p in region.gpu_pools
-                   if (m := machine(Cloud.AWS, p.machine_type)) is not None}
-        for key in sorted({k for v in vendors for k in VENDOR_IMAGES[v]}):
+        shapes = [m for p in region.gpu_pools if (m := machine(Cloud.AWS, p.machine_type)) is not None]
+        # The runtimes and operators by GPU vendor, and node preparation on NVMe pools.
+        keys = region_image_keys({m.gpu_spec.vendor for m in shapes},
+                                 any(m.local_nvme_gb for m in shapes))
+        for key in keys:
             upstream, path = cache_path(key)
             if (not upstream.ecr_needs_credential or upstream.host in spec.registries.upstream_credentials
                     or key in spec.registries.images or key in reported):

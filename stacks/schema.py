@@ -317,13 +317,14 @@ class RegistriesSpec(_Spec):
         default="rtip", description=(
             "Starts every bucket and registry name (default rtip); bucket names are global, so "
             "give each organisation its own."))
-    images: list[Name] = Field(default_factory=lambda: ["vllm-openai", "vllm-rocm"], min_length=1,
+    images: list[Name] = Field(default_factory=lambda: ["vllm-openai", "vllm-rocm", "node-prep"],
+                               min_length=1,
                                json_schema_extra=UNIQUE,
                                description=(
         "Toolkit images (keys of serving/charts.py IMAGES) the stack keeps in repositories of its own "
         "where no cache can pull them without a credential (ECR: docker.io and ghcr.io without "
         "`upstream_credentials`), replicated into every region and filled by a mirror step "
-        "(default: vllm-openai, vllm-rocm)."))
+        "(default: vllm-openai, vllm-rocm, and node-prep, which NVMe GPU pools run)."))
     weights_versions_kept: Count = Field(default=3, ge=1, description=(
         "Published weights versions kept per model, the current one included (default 3)."))
     digests: dict[str, str] = Field(default_factory=dict, description=(

@@ -222,15 +222,21 @@ def test_amd_images_follow_the_v151_chart() -> None:
     record, cluster = _amd_cluster()
     chart = _values("amd-gpu-operator", "v1.5.1")
     values = releases(record, cluster)["gpu-operator-charts"].inputs["values"]
+    login = next(r for r in record.resources if r.type.startswith("azure-native:containerregistry")
+                 and r.type.endswith(":Registry")).outputs["loginServer"]
+    # The chart's own images, as the region's ACR cache rules serve them: `<login server>/
+    # docker-hub/<Docker Hub path>` (Azure docs, "Artifact cache in Azure Container Registry").
+    upstream = _dig(chart, "controllerManager.manager.image.repository")
+    assert upstream.startswith("docker.io/")
     assert _dig(values, "controllerManager.manager.image.repository") == \
-        _dig(chart, "controllerManager.manager.image.repository")
+        f"{login}/docker-hub/{upstream.removeprefix('docker.io/')}"
     tag = "controllerManager.manager.image.tag"
     assert _dig(values, tag) == _dig(chart, tag)
     [dc] = k8s_on(record, cluster, "kubernetes:amd.com/v1alpha1:DeviceConfig")
     utils = dc.inputs["spec"]["commonConfig"]["utilsContainer"]["image"]
     upstream = _dig(chart, "deviceConfig.spec.commonConfig.utilsContainer.image").rsplit(":", 1)[0]
     release = yaml.safe_load((CHARTS / "amd-gpu-operator/v1.5.1/Chart.yaml").read_text())["appVersion"]
-    assert utils.endswith(f"/{upstream.split('/', 1)[1]}:{release}") or utils == f"{upstream}:{release}"
+    assert utils == f"{login}/docker-hub/{upstream.removeprefix('docker.io/')}:{release}"
 
 
 def test_one_node_feature_discovery_per_cluster() -> None:

@@ -24,7 +24,9 @@ def aws_regions(stack):
 
 
 # Where each default image is filed: `<prefix>/<namespace>/<upstream path>` (written out by hand).
-MIRRORED = {"vllm-openai": "rtip/docker-hub/vllm/vllm-openai", "vllm-rocm": "rtip/docker-hub/rocm/vllm"}
+MIRRORED = {"vllm-openai": "rtip/docker-hub/vllm/vllm-openai", "vllm-rocm": "rtip/docker-hub/rocm/vllm",
+            # Docker Hub files official images under `library/`.
+            "node-prep": "rtip/docker-hub/library/ubuntu"}
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])

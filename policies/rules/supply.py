@@ -29,25 +29,47 @@ def helm_pinned(type_: str, props: Props, config: Config) -> Iterator[str]:
         yield f"chart repository {repo} is not allow-listed"
 
 
-def _images(value: Any) -> Iterator[str]:
+# Image fields in `spec` whose tag the consumer writes itself, by resource type. The AMD GPU
+# operator appends `:<os>-${KERNEL_FULL_VERSION}-<driver version>` to DeviceConfig
+# spec.driver.image, where its in-cluster build pushes the driver and the nodes pull it
+# (ROCm/gpu-operator v1.5.1, internal/kmmmodule/kmmmodule.go addNodeInfoSuffixToImageTag; the
+# CRD: "don't include tag since it will be fully managed by operator"). Such a field must be a
+# bare repository in the stack's own registry: a tag or digest there makes an invalid reference.
+OPERATOR_TAGGED: dict[str, tuple[str, ...]] = {
+    "kubernetes:amd.com/v1alpha1:DeviceConfig": ("driver", "image"),
+}
+
+
+def _images(value: Any, skip: tuple[str, ...] | None = None, at: tuple[str, ...] = ()) -> Iterator[str]:
     # The analyzer hands rules read-only Mapping/Sequence proxies, not dicts and lists.
     if isinstance(value, Mapping):
         for k, v in value.items():
+            if (*at, k) == skip:
+                continue
             if k in ("image", "devicePluginImage", "nodeLabellerImage") and isinstance(v, str):
                 yield v
             else:
-                yield from _images(v)
+                yield from _images(v, skip, (*at, str(k)))
     elif isinstance(value, Sequence) and not isinstance(value, str):
         for v in value:
-            yield from _images(v)
+            yield from _images(v, skip, (*at, "[]"))
 
 
 def images_pinned_and_own(type_: str, props: Props, config: Config) -> Iterator[str]:
     """Every image a Kubernetes object names is pinned (a digest, or an immutable tag in the
-    stack's own registry, whose repositories refuse tag moves) and comes from that registry."""
+    stack's own registry, whose repositories refuse tag moves) and comes from that registry; a
+    repository the operator tags itself (OPERATOR_TAGGED) is in that registry and names no tag."""
     if not type_.startswith("kubernetes:") or type_ == RELEASE:
         return
-    for ref in sorted(set(_images(props.get("spec")))):
+    tagged = OPERATOR_TAGGED.get(type_)
+    repo = get(props, "spec", *tagged) if tagged else None
+    if isinstance(repo, str):
+        if not OWN_REGISTRY.match(repo):
+            yield f"image repository {repo} is outside the stack's own registries"
+        elif "@" in repo or ":" in repo.rsplit("/", 1)[-1]:
+            yield (f"image repository {repo} names a tag or digest, but the operator appends its "
+                   f"own tag to spec.{'.'.join(tagged or ())}")
+    for ref in sorted(set(_images(props.get("spec"), tagged))):
         own = bool(OWN_REGISTRY.match(ref))
         if not own:
             yield f"image {ref} is pulled from outside the stack's own registries"
@@ -65,4 +87,4 @@ def providers_pinned(type_: str, props: Props, config: Config) -> Iterator[str]:
         yield "the Azure provider is not pinned to a subscription (subscriptionId)"
 
 
-__all__ = ["helm_pinned", "images_pinned_and_own", "providers_pinned"]
+__all__ = ["OPERATOR_TAGGED", "helm_pinned", "images_pinned_and_own", "providers_pinned"]

@@ -51,8 +51,10 @@ def _walk(doc: Any, path: str = "") -> Iterator[tuple[str, str]]:
             tag, digest = doc.get("tag"), doc.get("digest")
             yield path, f"{ref}{f':{tag}' if tag else ''}{f'@{digest}' if digest else ''}"
         for k, v in doc.items():
-            if k == "image" and isinstance(v, str):
-                yield f"{path}.image".lstrip("."), v
+            # `image`, and the `<x>Image` fields of operator CRDs (the AMD DeviceConfig's
+            # devicePluginImage, nodeLabellerImage).
+            if (k == "image" or str(k).endswith("Image")) and isinstance(v, str):
+                yield f"{path}.{k}".lstrip("."), v
             else:
                 yield from _walk(v, f"{path}.{k}".lstrip("."))
     elif isinstance(doc, list):
@@ -60,7 +62,8 @@ def _walk(doc: Any, path: str = "") -> Iterator[tuple[str, str]]:
             yield from _walk(v, f"{path}[{n}]")
 
 
-def _images(r: Resource) -> Iterator[tuple[str, str]]:
+def image_fields(r: Resource) -> Iterator[tuple[str, str]]:
+    """(path, image) for every image the resource's inputs name (Helm values or `spec`)."""
     if r.type == "kubernetes:helm.sh/v3:Release":
         yield from _walk(r.inputs.get("values") or {}, "values")
     elif r.type.startswith("kubernetes:") and isinstance(r.inputs.get("spec"), dict):
@@ -68,8 +71,11 @@ def _images(r: Resource) -> Iterator[tuple[str, str]]:
 
 
 # Image fields whose tag the operator writes itself, so the manifest must name only the repository:
-# the AMD DeviceConfig's driver image ("don't include tag since it will be fully managed by
-# operator": deviceconfig-crd.yaml of amd-gpu-operator v1.5.1, spec.driver.image).
+# the AMD DeviceConfig's driver image, to which the operator appends
+# `:<os>-${KERNEL_FULL_VERSION}-<driver version>` (ROCm/gpu-operator v1.5.1,
+# internal/kmmmodule/kmmmodule.go addNodeInfoSuffixToImageTag; the CRD's spec.driver.image:
+# "don't include tag since it will be fully managed by operator"). A tag or digest there yields
+# `repo:tag:suffix`, which no registry serves.
 OPERATOR_TAGGED: frozenset[tuple[str, str]] = frozenset({("DeviceConfig", "spec.driver.image")})
 
 
@@ -80,13 +86,16 @@ def check_images(record: Record) -> list[Finding]:
             continue
         cluster = cluster_of(record, r)
         cloud = str(cluster.inputs.get("cloud")) if cluster else None
-        for path, image in _images(r):
+        for path, image in image_fields(r):
             if image == SECRET_MARK or "{{" in image:
                 continue
             host, _repo, tag, digest = split(image)
             what = f"{object_name(r)} {path}: {image}"
             operator_tagged = (r.type.rsplit(":", 1)[-1], path) in OPERATOR_TAGGED
-            if not digest and (tag is None or tag == "latest") and not operator_tagged:
+            if operator_tagged and (tag or digest):
+                findings.append(Finding(CHECK, r.urn, f"{what} names a tag or digest, but the "
+                                        "operator appends its own tag to this repository"))
+            elif not digest and (tag is None or tag == "latest") and not operator_tagged:
                 findings.append(Finding(CHECK, r.urn, f"{what} is not pinned (no digest, tag "
                                         f"{tag or 'missing'})"))
             owner = next((c for pattern, c in PRIVATE_REGISTRIES if pattern.match(host)), None)
@@ -100,4 +109,4 @@ def check_images(record: Record) -> list[Finding]:
     return findings
 
 
-__all__ = ["CHECK", "PRIVATE_REGISTRIES", "check_images", "split"]
+__all__ = ["CHECK", "OPERATOR_TAGGED", "PRIVATE_REGISTRIES", "check_images", "image_fields", "split"]
