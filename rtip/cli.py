@@ -16,6 +16,7 @@ from rich.table import Table
 
 from rtip import check as policy_check
 from rtip import deploycheck, offline, render, report, weights
+from rtip import images as region_images
 from rtip.simulate import add_parser as add_simulate_parser
 from rtip.stackfile import StackConfig, StackFileError, json_schema, load
 from stacks.loader import SpecError, load_spec
@@ -162,6 +163,13 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("stack", help="a stack name in stacks/ or a path to a Pulumi.<name>.yaml")
     check.add_argument("--json", action="store_true", help="print the violations as JSON")
     check.set_defaults(func=lambda a: policy_check.run_command(a.stack, a.json))
+
+    images = sub.add_parser("images", help="per region, every toolkit image the plan runs, the "
+                                           "reference its cluster pulls and how it gets there "
+                                           "(with the copy commands of mirrored ones)")
+    images.add_argument("stack", help="a stack name in stacks/ or a path to a Pulumi.<name>.yaml")
+    images.add_argument("--json", action="store_true", help="print them as one JSON document")
+    images.set_defaults(func=lambda a: region_images.run_command(a.stack, a.json))
 
     models = sub.add_parser("models", help="publish model weights and check their replication")
     msub = models.add_subparsers(dest="models_command", required=True)
