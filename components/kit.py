@@ -19,7 +19,7 @@ from components.cluster import KubernetesCluster
 from components.contract import RegionStore
 from serving.hardware import Cloud
 from stacks.plan import Plan, RegionPlan
-from stacks.schema import RegionSpec
+from stacks.schema import RegionSpec, StackSpec
 
 C = TypeVar("C", bound=KubernetesCluster)
 S = TypeVar("S", bound=RegionStore)
@@ -29,8 +29,10 @@ S_contra = TypeVar("S_contra", bound=RegionStore, contravariant=True)
 
 
 class ProviderFactory(Protocol):
+    """A region's provider, pinned to the account, project or subscription the stack names."""
+
     def __call__(self, name: str, region: RegionSpec, labels: dict[str, str],
-                 opts: pulumi.ResourceOptions) -> pulumi.ProviderResource: ...
+                 opts: pulumi.ResourceOptions, spec: StackSpec) -> pulumi.ProviderResource: ...
 
 
 class HasStores(Protocol[S_co]):

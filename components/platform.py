@@ -68,7 +68,7 @@ class Platform(pulumi.ComponentResource):
                regions: tuple[RegionPlan, ...]) -> None:
         child = pulumi.ResourceOptions(parent=self)
         providers = {r.name: kit.provider(f"{r.cloud}-{r.name}", r.region, stack_labels(plan, r.cluster),
-                                          child)
+                                          child, plan.spec)
                      for r in regions}
         # Registries first: every cluster pulls images and weights from its own region's copy.
         stores: Mapping[str, RegionStore] = kit.registries(f"{name}-{kit.cloud}", plan, regions, providers,

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from stacks.naming import AZURE_AUTONAME_HEX
+
 ACCOUNT_ID = "123456789012"
 GCP_PROJECT_NUMBER = "123456789012"
 AZURE_SUBSCRIPTION = "00000000-0000-4000-8000-000000000000"
@@ -28,13 +30,21 @@ def uuid_of(urn: str) -> str:
 
 
 # Resources whose cloud-side name is not the `name` input.
-NAME_KEYS = {"aws:s3/bucket:Bucket": "bucket"}
+NAME_KEYS = {"aws:s3/bucket:Bucket": "bucket", "azure-native:keyvault:Vault": "vaultName"}
+# Bridged providers (aws, gcp) auto-name `<logical name>-<7 random hex>` (pulumi-terraform-bridge
+# AutoName); azure-native `<logical name><8 random hex>` with no separator for its random strategy
+# (pulumi-azure-native provider/pkg/provider/autonaming_test.go).
+BRIDGED_AUTONAME_HEX = 7
 
 
 def physical_name(type_: str, name: str, inputs: dict[str, Any], urn: str) -> str:
-    """Pulumi auto-names resources `<logical name>-<7 random hex>` unless a name is given."""
+    """The cloud-side name: the name input when given, else the provider's auto-name."""
     given = inputs.get(NAME_KEYS.get(type_, "name"))
-    return given if isinstance(given, str) else f"{name}-{digest(urn, 7)}"
+    if isinstance(given, str):
+        return given
+    if type_.startswith("azure-native:"):
+        return f"{name}{digest(urn, AZURE_AUTONAME_HEX)}"
+    return f"{name}-{digest(urn, BRIDGED_AUTONAME_HEX)}"
 
 
 def aws_arn(service: str, region: str, resource: str) -> str:
@@ -68,5 +78,5 @@ def fake_ca(urn: str) -> str:
                             .encode()).decode()
 
 
-__all__ = ["ACCOUNT_ID", "AZURE_SUBSCRIPTION", "GCP_PROJECT_NUMBER", "NAME_KEYS", "Invoke", "SynthArgs",
-           "Synthesizer", "aws_arn", "digest", "fake_ca", "physical_name", "uuid_of"]
+__all__ = ["ACCOUNT_ID", "AZURE_SUBSCRIPTION", "BRIDGED_AUTONAME_HEX", "GCP_PROJECT_NUMBER", "NAME_KEYS",
+           "Invoke", "SynthArgs", "Synthesizer", "aws_arn", "digest", "fake_ca", "physical_name", "uuid_of"]

@@ -20,8 +20,9 @@ from components.gpu_pools import GpuPool
 from serving.coldstart import TIMINGS
 from serving.hardware import Cloud
 from serving.karpenter import DISCOVERY_TAG
+from stacks.naming import aws_account
 from stacks.plan import Plan, RegionPlan
-from stacks.schema import RegionSpec
+from stacks.schema import RegionSpec, StackSpec
 
 MANAGED_POLICY = "arn:aws:iam::aws:policy/"
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
@@ -45,10 +46,13 @@ def aws_user(cluster: str, region: str) -> ExecUser:
 
 
 def aws_provider(name: str, region: RegionSpec, tags: dict[str, str],
-                 opts: pulumi.ResourceOptions) -> aws.Provider:
-    """The region's provider; every AWS resource of the region goes through it."""
+                 opts: pulumi.ResourceOptions, spec: StackSpec) -> aws.Provider:
+    """The region's provider; every AWS resource of the region goes through it. Pinned to the
+    deployer's account: credentials for any other account fail before a resource is touched."""
+    account = aws_account(spec)
     return aws.Provider(name, aws.ProviderArgs(
-        region=region.region, default_tags=aws.ProviderDefaultTagsArgs(tags=tags)), opts=opts)
+        region=region.region, default_tags=aws.ProviderDefaultTagsArgs(tags=tags),
+        allowed_account_ids=[account] if account else None), opts=opts)
 
 
 class AwsCluster(KubernetesCluster):

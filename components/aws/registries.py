@@ -40,6 +40,14 @@ UNTAGGED_EXPIRY = json.dumps({"rules": [{
     "action": {"type": "expire"}}]})
 
 
+def tls_only_policy(bucket_arn: str) -> str:
+    """A bucket policy denying every S3 action on the bucket and its objects over plain HTTP."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Sid": "DenyWithoutTls", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})
+
+
 @dataclass(frozen=True)
 class AwsStore(RegionStore):
     bucket_arn: pulumi.Output[str]  # the region's weights bucket
@@ -126,6 +134,13 @@ class AwsRegistries(pulumi.ComponentResource):
             aws.s3.BucketPublicAccessBlock(f"{rname}-weights", aws.s3.BucketPublicAccessBlockArgs(
                 bucket=bucket.id, block_public_acls=True, block_public_policy=True,
                 ignore_public_acls=True, restrict_public_buckets=True), opts=ropts)
+            # The bucket's one policy (S3 keeps a single policy per bucket; replication grants
+            # live on its IAM role, not here): refuse every request made without TLS (S3 user
+            # guide, "Protecting data in transit with encryption": deny when aws:SecureTransport
+            # is false), on the bucket and on its objects. A Deny is never public, so the public
+            # access block leaves it alone.
+            aws.s3.BucketPolicy(f"{rname}-weights", aws.s3.BucketPolicyArgs(
+                bucket=bucket.id, policy=bucket.arn.apply(tls_only_policy)), opts=ropts)
             aws.s3.BucketOwnershipControls(f"{rname}-weights", aws.s3.BucketOwnershipControlsArgs(
                 bucket=bucket.id, rule=aws.s3.BucketOwnershipControlsRuleArgs(
                     object_ownership="BucketOwnerEnforced")), opts=ropts)
@@ -284,4 +299,4 @@ class AwsRegistries(pulumi.ComponentResource):
                 depends_on=[*versioned, grant])))
 
 
-__all__ = ["AwsRegistries", "AwsStore"]
+__all__ = ["AwsRegistries", "AwsStore", "tls_only_policy"]

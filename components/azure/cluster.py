@@ -24,8 +24,8 @@ from components.azure.nodes import gpu_agent_pool, system_pool_profile
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
 from components.contract import PoolFacts, public_api_cidrs
 from components.gpu_pools import GpuPool
-from stacks.naming import vault_name
-from stacks.schema import AzureRegion, RegionSpec
+from stacks.naming import azure_subscription, vault_stem
+from stacks.schema import AzureRegion, RegionSpec, StackSpec
 
 # Built-in role "Network Contributor" (the same GUID in every tenant).
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
@@ -49,9 +49,11 @@ class AzureProvider(azure_native.Provider):
 
 
 def azure_provider(name: str, region: RegionSpec, labels: dict[str, str],
-                   opts: pulumi.ResourceOptions) -> AzureProvider:
-    """The region's provider; every Azure resource of the region goes through it."""
-    return AzureProvider(name, azure_native.ProviderArgs(location=region.region), labels, opts=opts)
+                   opts: pulumi.ResourceOptions, spec: StackSpec) -> AzureProvider:
+    """The region's provider; every Azure resource of the region goes through it, in the
+    deployer's subscription (not whichever one the runner's login defaults to)."""
+    return AzureProvider(name, azure_native.ProviderArgs(
+        location=region.region, subscription_id=azure_subscription(spec)), labels, opts=opts)
 
 
 # kubelogin with the Azure CLI login: an Entra ID token for the AKS server app, never a stored secret.
@@ -128,7 +130,7 @@ class AzureCluster(KubernetesCluster):
         if not self.posture.secrets_customer_key:
             return None, aks.ManagedClusterIdentityArgs(type=aks.ResourceIdentityType.SYSTEM_ASSIGNED)
         name, region = self.cluster_name, self.spec
-        key = CustomerKey(f"{name}-kms", vault_name(self.stack, region.region, "kms"),
+        key = CustomerKey(f"{name}-kms", vault_stem(self.stack, region.region, "kms"),
                           f"{name}-control-plane", ENCRYPT, region.region, self.group.name, self.tags,
                           self.child)
         identity = key.identity.id.apply(lambda uid: aks.ManagedClusterIdentityArgs(

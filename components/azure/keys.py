@@ -4,6 +4,11 @@ One rule for every Azure key the stack owns: a vault per purpose and region with
 purge protection (Storage, ACR and the AKS KMS plugin refuse keys from a purgeable vault), Azure
 RBAC instead of access policies (so a grant can name one key), a key that rotates itself, and a
 user-assigned identity that may use that one key and nothing else.
+
+A purge-protected vault keeps its name, globally, for the whole soft-delete retention after it is
+deleted, so the vault is named by azure-native (`<stem><8 random hex>`, stacks/naming.vault_stem)
+rather than by the program: a stack destroyed and created again gets new vaults. Everything that
+needs the vault reads its name or URI from the resource.
 """
 
 from __future__ import annotations
@@ -66,15 +71,16 @@ ENCRYPT = KeyUse("kms", (keyvault.JsonWebKeyOperation.ENCRYPT, keyvault.JsonWebK
 class CustomerKey:
     """A vault, a key and the user-assigned identity allowed to use that key."""
 
-    def __init__(self, name: str, vault: str, identity: str, use: KeyUse, location: str,
+    def __init__(self, name: str, vault_stem: str, identity: str, use: KeyUse, location: str,
                  group: pulumi.Input[str], tags: dict[str, str], opts: pulumi.ResourceOptions) -> None:
         # Keyword arguments: the Args class names the identity `resource_name`, which collides
         # with the resource's own first parameter in the 3.29 SDK (see components/azure/cluster.py).
         self.identity = managedidentity.UserAssignedIdentity(
             name, resource_group_name=group, resource_name_=identity, location=location, tags=tags,
             opts=opts)
-        self.vault = keyvault.Vault(name, keyvault.VaultArgs(
-            resource_group_name=group, vault_name=vault, location=location, tags=tags,
+        # No vault_name: the logical name is the stem azure-native completes with a random suffix.
+        self.vault = keyvault.Vault(vault_stem, keyvault.VaultArgs(
+            resource_group_name=group, location=location, tags=tags,
             properties=keyvault.VaultPropertiesArgs(
                 # The identity lives in the subscription's own tenant, so its tenant is the vault's.
                 tenant_id=self.identity.tenant_id,

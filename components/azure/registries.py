@@ -32,7 +32,7 @@ from stacks.naming import (
     WEIGHTS_CONTAINER,
     registry_name,
     storage_account,
-    vault_name,
+    vault_stem,
     weights_root,
 )
 from stacks.plan import Plan, RegionPlan
@@ -73,7 +73,7 @@ class AzureRegistries(pulumi.ComponentResource):
         group = resources.ResourceGroup(f"{name}-rg", resources.ResourceGroupArgs(
             resource_group_name=f"{prefix}-{spec.environment}-registries", location=first, tags=tags),
             opts=popts)
-        cmk = CustomerKey(f"{name}-cmk", vault_name(spec, first, "cmk"),
+        cmk = CustomerKey(f"{name}-cmk", vault_stem(spec, first, "cmk"),
                           f"{spec.registries.name_prefix}-{spec.environment}-cmk", WRAP, first,
                           group.name, tags, popts) if env.stores_customer_key else None
         after_key = pulumi.ResourceOptions(depends_on=[cmk.grant] if cmk else [])

@@ -12,7 +12,7 @@ from components.gcp.keys import customer_key, service_agent
 from components.gcp.network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from components.gcp.nodes import OAUTH_SCOPES, gpu_node_pool, node_service_account, system_node_pool
 from components.gpu_pools import GpuPool
-from stacks.schema import GcpRegion, RegionSpec
+from stacks.schema import GcpRegion, RegionSpec, StackSpec
 
 GKE_USER = ExecUser(
     "gke-gcloud-auth-plugin",
@@ -22,8 +22,9 @@ GKE_USER = ExecUser(
 
 
 def gcp_provider(name: str, region: RegionSpec, labels: dict[str, str],
-                 opts: pulumi.ResourceOptions) -> gcp.Provider:
-    """The region's provider; every GCP resource of the region goes through it."""
+                 opts: pulumi.ResourceOptions, spec: StackSpec) -> gcp.Provider:
+    """The region's provider; every GCP resource of the region goes through it, in the region's
+    project (`spec` is the stack's: GCP's pin is per region)."""
     if not isinstance(region, GcpRegion):
         raise TypeError(f"{region.region} is a {region.cloud} region, not a GCP one")
     return gcp.Provider(name, gcp.ProviderArgs(
@@ -54,7 +55,7 @@ class GcpCluster(KubernetesCluster):
         self.account, self.grants = node_service_account(name, region.project, child)
         cidrs = public_api_cidrs(list(region.api_access_cidrs))
         key, key_grants = customer_key(
-            f"{name}-secrets", region.project, region.region, f"{name}-secrets", "gke-secrets",
+            f"{name}-secrets", region.project, region.region, "gke-secrets",
             [service_agent(region.project_number, "gke")], child,
         ) if env.secrets_customer_key else (None, [])
         self.gke = gcp.container.Cluster(

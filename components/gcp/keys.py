@@ -2,7 +2,13 @@
 
 A key lives in a key ring of its location and is usable only by the Google service agents that
 encrypt with it (GKE, Artifact Registry, Cloud Storage): each is granted encrypt/decrypt on that
-one key, nothing on the ring or the project."""
+one key, nothing on the ring or the project.
+
+Cloud KMS never deletes a key ring or a key (pulumi-gcp's KeyRing and CryptoKey docs: destroying
+one removes it from the state only, and a key's versions are destroyed), so a ring keeps its name
+in the project for good. The ring is therefore auto-named (`<logical name>-<7 random hex>`): a
+stack destroyed and created again gets a new ring instead of "already exists"; the key inside keeps
+its plain name, unique within its ring."""
 
 from __future__ import annotations
 
@@ -23,12 +29,14 @@ def service_agent(project_number: str | None, service: str) -> str:
     return f"service-{project_number}@{domain}"
 
 
-def customer_key(name: str, project: str, location: str, ring: str, key: str,
+def customer_key(name: str, project: str, location: str, key: str,
                  agents: Sequence[str], opts: pulumi.ResourceOptions,
                  ) -> tuple[gcp.kms.CryptoKey, list[gcp.kms.CryptoKeyIAMMember]]:
-    """A key `key` in ring `ring` at `location`, granted to `agents` only."""
-    key_ring = gcp.kms.KeyRing(name, gcp.kms.KeyRingArgs(name=ring, location=location, project=project),
-                               opts=opts)
+    """A key `key` in a new key ring at `location` named after `name`, granted to `agents` only."""
+    key_ring = gcp.kms.KeyRing(name, gcp.kms.KeyRingArgs(location=location, project=project),
+                               # What the provider does anyway on delete, said where it is read.
+                               opts=pulumi.ResourceOptions.merge(
+                                   opts, pulumi.ResourceOptions(retain_on_delete=True)))
     crypto_key = gcp.kms.CryptoKey(name, gcp.kms.CryptoKeyArgs(
         name=key, key_ring=key_ring.id, rotation_period=ROTATION_PERIOD), opts=opts)
     grants = [

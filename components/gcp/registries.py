@@ -74,9 +74,8 @@ class GcpRegistries(pulumi.ComponentResource):
                 return None
             if location not in keys:
                 keys[location], _ = customer_key(
-                    f"{name}-{location}", project, location, f"{prefix}-{spec.environment}-{location}",
-                    "registries", [service_agent(number, "artifactregistry"),
-                                   service_agent(number, "storage")], popts)
+                    f"{name}-{location}", project, location, "registries",
+                    [service_agent(number, "artifactregistry"), service_agent(number, "storage")], popts)
             return keys[location]
 
         repo_locations = [shared] if shared else [r.region for r in regions]
