@@ -65,11 +65,14 @@ def test_every_model_server_pulls_from_its_own_regions_registry() -> None:
     record = record_of("prod")
     runtimes = record.by_type("kubernetes:serving.kserve.io/v1alpha1:ClusterServingRuntime")
     assert runtimes
+    # The registry's login server, whatever name components/azure/registries.py gives it.
+    acr = next(r for r in record.resources if r.type.startswith("azure-native:containerregistry")
+               and r.type.endswith(":Registry")).outputs["loginServer"]
     expected_root = {
         "us-east-1": "123456789012.dkr.ecr.us-east-1.amazonaws.com/rtip/docker-hub/",
         "us-west-2": "123456789012.dkr.ecr.us-west-2.amazonaws.com/rtip/docker-hub/",
         "us-central1": "us-central1-docker.pkg.dev/rtip-prod-serving/rtip-docker-hub/",
-        "eastus": "rtipprodimages.azurecr.io/docker-hub/",
+        "eastus": f"{acr}/docker-hub/",
     }
     for deployment in record.by_type("rtip:k8s:ModelDeployment"):
         cluster = next(a for a in record.ancestors(deployment) if a.type.endswith(":Cluster"))
@@ -110,3 +113,122 @@ def test_an_aws_image_no_cache_can_fetch_and_nobody_mirrors_is_named(tmp_path, c
     err = _bad(tmp_path, capsys, {"images": ["vllm-rocm"]})
     assert ("rtip:platform.registries.images: image vllm-openai (docker.io/vllm/vllm-openai) runs in "
             "regions[0] (us-east-1), and ECR pull-through caches fetch docker.io only with a login") in err
+
+
+# --- every Kubernetes object's images, not only the model servers' -------------------------------
+
+def _image_fields(doc, path=""):
+    """Every image a document names, read independently of rtip/deploycheck: `image` strings,
+    operator CRD fields named `<x>Image`, and Helm `{repository, tag}` maps."""
+    if isinstance(doc, dict):
+        if isinstance(doc.get("repository"), str) and "tag" in doc:
+            yield path, f"{doc['repository']}:{doc['tag']}"
+        for k, v in doc.items():
+            if (k == "image" or k.endswith("Image")) and isinstance(v, str):
+                yield f"{path}.{k}", v
+            else:
+                yield from _image_fields(v, f"{path}.{k}")
+    elif isinstance(doc, list):
+        for n, v in enumerate(doc):
+            yield from _image_fields(v, f"{path}[{n}]")
+
+
+def test_no_kubernetes_object_names_an_image_outside_its_regions_registry() -> None:
+    record = record_of("prod")
+    acr = next(r for r in record.resources if r.type.startswith("azure-native:containerregistry")
+               and r.type.endswith(":Registry")).outputs["loginServer"]
+    # The clouds' documented registry paths (see test_paths_follow_each_clouds_documented_format).
+    roots = {"us-east-1": "123456789012.dkr.ecr.us-east-1.amazonaws.com/rtip/",
+             "us-west-2": "123456789012.dkr.ecr.us-west-2.amazonaws.com/rtip/",
+             "us-central1": "us-central1-docker.pkg.dev/rtip-prod-serving/rtip-",
+             "eastus": f"{acr}/"}
+    seen = 0
+    for r in record.resources:
+        if not r.type.startswith("kubernetes:") or r.provider is None:
+            continue
+        provider = record.get(r.provider)
+        cluster = next((a for a in record.ancestors(provider) if a.type.endswith(":Cluster")), None)
+        if cluster is None:
+            continue
+        doc = r.inputs.get("values") if r.type.endswith("helm.sh/v3:Release") else r.inputs.get("spec")
+        for path, image in _image_fields(doc or {}):
+            seen += 1
+            assert image.startswith(roots[cluster.inputs["region"]]), (r.name, path, image)
+    assert seen > 20  # node prep on every NVMe cluster, the AMD operator, every model server
+
+
+@pytest.fixture(scope="module")
+def pinned_amd(tmp_path_factory):
+    doc = copy.deepcopy(stack_doc("prod")["config"]["rtip:platform"])
+    doc.setdefault("registries", {})["digests"] = {"amd-device-plugin": DIGEST, "node-prep": DIGEST}
+    return offline.run(load(str(write_stack(tmp_path_factory.mktemp("pins"), doc))))
+
+
+def test_digest_pins_reach_the_amd_operator_and_node_prep(pinned_amd) -> None:
+    [dc] = pinned_amd.by_type("kubernetes:amd.com/v1alpha1:DeviceConfig")
+    plugin = dc.inputs["spec"]["devicePlugin"]
+    assert plugin["devicePluginImage"].endswith(f"/docker-hub/rocm/k8s-device-plugin@{DIGEST}")
+    # The labeller is the same repository under another tag: the pin is per image key.
+    assert plugin["nodeLabellerImage"].endswith("/docker-hub/rocm/k8s-device-plugin:labeller-1.31.0.10")
+    preps = [r for r in pinned_amd.by_type("kubernetes:apps/v1:DaemonSet")
+             if r.inputs["metadata"]["name"] == "rtip-nvme-cache"]
+    assert len(preps) == 4  # every prod cluster has NVMe pools
+    for ds in preps:
+        pod = ds.inputs["spec"]["template"]["spec"]
+        for c in pod["initContainers"] + pod["containers"]:
+            assert c["image"].endswith(f"docker-hub/library/ubuntu@{DIGEST}")  # `-` joins on GCP
+
+
+def test_a_digest_for_the_amd_controller_is_refused_with_its_reason(tmp_path, capsys) -> None:
+    # The v1.5.1 chart writes `image: <repository>:<tag>` (ROCm/gpu-operator
+    # helm-charts-k8s/templates/deployment.yaml): a digest has nowhere to go.
+    err = _bad(tmp_path, capsys, {"digests": {"amd-gpu-operator": DIGEST}})
+    assert "rtip:platform.registries.digests.amd-gpu-operator: image amd-gpu-operator cannot be pulled " \
+           "by digest" in err
+
+
+def test_node_prep_on_aws_nvme_needs_a_login_or_a_mirror(tmp_path, capsys) -> None:
+    # dev's g6.2xlarge has local NVMe, so its cluster runs node preparation from docker.io.
+    err = _bad(tmp_path, capsys, {"images": ["vllm-openai"]})
+    assert ("rtip:platform.registries.images: image node-prep (docker.io/library/ubuntu) runs in "
+            "regions[0] (us-east-1), and ECR pull-through caches fetch docker.io only with a login") in err
+    doc = copy.deepcopy(stack_doc("dev")["config"]["rtip:platform"])
+    doc["registries"] = {"images": ["vllm-openai"],
+                         "upstream_credentials": {"docker.io": {"username": "u", "token": "t"}}}
+    assert main(["plan", str(write_stack(tmp_path, doc, extra={
+        "rtip:u": {"secure": "v1:u"}, "rtip:t": {"secure": "v1:t"}}))]) == 0
+
+
+# --- the AMD driver repository: the operator tags it ----------------------------------------------
+
+DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
+
+
+def _device_config(driver: str) -> dict:
+    plugin = "r.azurecr.io/docker-hub/rocm/k8s-device-plugin:1"
+    return {"spec": {"driver": {"enable": True, "image": driver},
+                     "devicePlugin": {"devicePluginImage": plugin}}}
+
+
+def test_policy_wants_the_driver_repository_in_the_own_registry_and_untagged() -> None:
+    from tests.test_policies import flags, res
+
+    # ROCm/gpu-operator v1.5.1 internal/kmmmodule/kmmmodule.go addNodeInfoSuffixToImageTag appends
+    # `:<os>-${KERNEL_FULL_VERSION}-<version>` to spec.driver.image: a bare repository is right.
+    bare = res(DEVICE_CONFIG, "bare", _device_config("r.azurecr.io/amdgpu-driver"))
+    tagged = res(DEVICE_CONFIG, "tagged", _device_config("r.azurecr.io/amdgpu-driver:v1"))
+    outside = res(DEVICE_CONFIG, "outside", _device_config("docker.io/rocm/amdgpu-driver"))
+    assert flags("images-pinned-own-registry", bare, tagged, outside) == {"tagged", "outside"}
+
+
+def test_deploy_check_rejects_a_tagged_driver_repository() -> None:
+    from rtip.deploycheck.images import check_images
+    from rtip.offline import Record, Resource
+
+    def config(name: str, driver: str) -> Resource:
+        return Resource(type=DEVICE_CONFIG, name=name, urn=f"urn:{name}", parent=None, provider=None,
+                        dependencies=(), inputs=_device_config(driver), outputs={}, custom=True)
+
+    findings = check_images(Record(stack="t", resources=[
+        config("bare", "r.azurecr.io/amdgpu-driver"), config("tagged", "r.azurecr.io/amdgpu-driver:v1")]))
+    assert [(f.urn, "appends its own tag" in f.message) for f in findings] == [("urn:tagged", True)]
