@@ -1,4 +1,4 @@
-"""KEDA autoscaling parameters per model, derived from its profile, tier and replica bounds.
+"""KEDA autoscaling parameters per model, from its measured capacity, tier and replica bounds.
 
 Baselines (FACTS.md sections 6 and 7): KEDA polls every 30 s and cools down 300 s; the HPA
 scales up by max(4 pods, 100%) per 15 s and stabilises scale-down over 300 s; the vLLM
@@ -7,14 +7,19 @@ KServe's own KEDA path drops pollingInterval, fallback and behavior (FACTS.md se
 body here is for a ScaledObject the toolkit owns, targeting Deployment `<isvc>-predictor`
 (`serving.kserve.io/autoscalerClass: external`).
 
-The trigger: waiting requests, summed over the model's pods (the query must return one series)
-and compared per replica (KEDA's default AverageValue metric type for the prometheus scaler).
-The threshold is the queue a replica can hold while queueing uses half of the tier's TTFT slack:
-- slack = p99 TTFT target - prefill of a p99 prompt (capacity.replica_capacity's model);
-- a replica frees a batch slot every S / batch seconds (S = one request's service time), so a
-  request behind W waiting ones waits about (W + 1) x S / batch;
-- W = slack / 2 x batch / S - 1, at least 1. The other half of the slack absorbs the polling
-  interval and the HPA's reaction while the new replicas start.
+The trigger: requests in flight (running + waiting), summed over the model's pods, against the
+in-flight count of one replica at its latency-limited rate, less the burst headroom:
+
+- waiting alone is blind to decode overload: vLLM admits requests straight into the running
+  batch while the KV cache has room, so an overloaded replica's TPOT passes the tier while almost
+  nothing waits (issue 11: the waiting trigger fired in about 3 % of polls with 99 % of requests
+  missing the tier). Running + waiting grows with every admitted request and, past the
+  latency-limited rate, faster than the load (every sequence then takes longer);
+- the per-replica target is the simulator's mean in-flight at the rate the replica was sized for
+  (serving.measured; Little's law on the closed form's figures where a test sized it that way),
+  divided by (1 + headroom): the HPA then keeps each replica that far below its limit, which is the
+  traffic growth a cold start lets through (capacity.region_replicas);
+- AverageValue (the prometheus scaler's default metric type): desired = ceil(sum / target).
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from serving.capacity import RegionReplicas, ReplicaCapacity, prompt_factor
+from serving.capacity import RegionReplicas, ReplicaCapacity
 from serving.profiles import Profile
-from serving.tiers import TierSpec
 
-METRIC = "vllm:num_requests_waiting"
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
 POLLING_INTERVAL_S = 15  # vLLM production-stack tutorial; the ServiceMonitor must scrape as often
 COOLDOWN_S = 300  # KEDA default; only applies to scaling to zero, which min >= zones rules out
 FALLBACK_FAILURES = 3  # failed metric reads before KEDA holds the fallback replica count
@@ -39,7 +44,7 @@ SCALE_DOWN_STABILIZATION_S = 300  # HPA default, raised to one cold start below
 class Autoscaling:
     model: str
     query: str
-    threshold: int  # waiting requests per replica
+    threshold: float  # requests in flight (running + waiting) per replica
     polling_interval_s: int
     cooldown_s: int
     min_replicas: int
@@ -70,13 +75,13 @@ class Autoscaling:
         }
 
 
-def waiting_threshold(capacity: ReplicaCapacity, prof: Profile, tier: TierSpec,
-                      input_tokens: int, output_tokens: int) -> int:
-    """Waiting requests per replica at which queueing has used half of the TTFT slack."""
-    p99_prompt = prompt_factor(tier.percentile) * input_tokens
-    slack_s = tier.ttft_ms / 1000 - prof.prefill_s(p99_prompt)
-    service_s = prof.prefill_s(input_tokens) + output_tokens * capacity.tpot_tail_s
-    return max(1, math.floor(slack_s / 2 * capacity.batch / service_s) - 1)
+def in_flight_target(capacity: ReplicaCapacity, prof: Profile, input_tokens: int, output_tokens: int,
+                     headroom: float) -> float:
+    """Running + waiting requests per replica the HPA aims at (see the module docstring)."""
+    at_limit = capacity.in_flight
+    if at_limit is None:  # sized by the closed form: Little's law on its tails
+        at_limit = capacity.qps * (prof.prefill_s(input_tokens) + output_tokens * capacity.tpot_tail_s)
+    return max(1.0, round(at_limit / (1 + headroom), 1))
 
 
 def behavior(replicas: RegionReplicas, cold_start_s: float) -> dict[str, object]:
@@ -107,7 +112,6 @@ def autoscaling(
     namespace: str,
     capacity: ReplicaCapacity,
     prof: Profile,
-    tier: TierSpec,
     replicas: RegionReplicas,
     cold_start_s: float,
     input_tokens: int,
@@ -115,8 +119,9 @@ def autoscaling(
 ) -> Autoscaling:
     """Autoscaling of one model in one region. `served_name` is vLLM's --served-model-name,
     which its metrics carry as the `model_name` label."""
-    threshold = waiting_threshold(capacity, prof, tier, input_tokens, output_tokens)
-    query = f'sum({METRIC}{{namespace="{namespace}",model_name="{served_name}"}})'
+    threshold = in_flight_target(capacity, prof, input_tokens, output_tokens, replicas.headroom)
+    selector = f'{{namespace="{namespace}",model_name="{served_name}"}}'
+    query = f"sum({RUNNING}{selector}) + sum({WAITING}{selector})"
     return Autoscaling(
         model=model,
         query=query,
@@ -128,11 +133,12 @@ def autoscaling(
         # Without the metric the safe guess is peak: the SLO costs more than the idle GPUs.
         fallback_replicas=replicas.max_replicas,
         behavior=behavior(replicas, cold_start_s),
-        rationale=(f"threshold {threshold} waiting/replica keeps queueing within half the "
-                   f"{tier.ttft_ms:.0f} ms TTFT slack at batch {capacity.batch} "
-                   f"(baseline: 5, vLLM production-stack)"),
+        rationale=(f"target {threshold:g} requests in flight a replica: "
+                   f"{capacity.qps:.2f} req/s a replica within the tier ({capacity.source}), "
+                   f"less {replicas.headroom:.0%} headroom for growth during a cold start "
+                   f"(baseline: 5 waiting, vLLM production-stack)"),
     )
 
 
-__all__ = ["METRIC", "POLLING_INTERVAL_S", "Autoscaling", "autoscaling", "behavior",
-           "waiting_threshold"]
+__all__ = ["POLLING_INTERVAL_S", "RUNNING", "WAITING", "Autoscaling", "autoscaling", "behavior",
+           "in_flight_target"]

@@ -91,7 +91,7 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
         f"peak {model.peak_qps:g} QPS / {placed.capacity.qps:.2f} QPS a replica, "
         f"+{reps.headroom:.0%} headroom, one zone lost")
     scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
-                          profile(card, placed.slice, placed.quantization), tier, reps,
+                          profile(card, placed.slice, placed.quantization), reps,
                           placed.cold_start_s, model.tokens.input_tokens, model.tokens.output_tokens)
     return ModelRegionPlan(
         model=model.name, catalog=card.id, region=region.region, cloud=str(cloud),

@@ -1,17 +1,22 @@
-"""Autoscaling parameters: KEDA trigger, thresholds from the profile, HPA behavior, bounds."""
+"""Autoscaling parameters: KEDA trigger, its target from the replica's capacity, HPA behavior,
+bounds."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import jsonschema
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serving.autoscaling import METRIC, autoscaling, waiting_threshold
-from serving.capacity import prompt_factor, region_replicas, replica_capacity
+from serving.autoscaling import RUNNING, WAITING, autoscaling, in_flight_target
+from serving.capacity import region_replicas, replica_capacity
 from serving.hardware import GpuModel
 from serving.models import CATALOG, Quantization
 from serving.profiles import SliceKind, profile
+from serving.simulator.prometheus import Store
+from serving.simulator.promql import evaluate
 from serving.tiers import TIERS, Tier
 from tests.conftest import SHARED
 
@@ -24,25 +29,33 @@ def _scaling(tier: Tier, peak: float = 30.0, cold_s: float = 900.0):
     spec = TIERS[tier]
     cap = replica_capacity(LLAMA_8B, PROF, spec, 1155, 211)
     reps = region_replicas(peak, cap.qps, 3, spec, cold_s)
-    return autoscaling("chat", "chat", "models", cap, PROF, spec, reps, cold_s, 1155, 211), cap, reps
+    return autoscaling("chat", "chat", "models", cap, PROF, reps, cold_s, 1155, 211), cap, reps
 
 
-def test_trigger_is_one_series_of_waiting_requests() -> None:
+def test_trigger_is_the_models_requests_in_flight() -> None:
+    """The query, run by the simulated Prometheus, adds running and waiting over this model's
+    pods only: 7 + 2 + 5 + 0 = 14, not the other model's or namespace's."""
     scaling, _, _ = _scaling(Tier.STANDARD)
-    assert scaling.query.startswith("sum(") and METRIC in scaling.query
-    assert 'model_name="chat"' in scaling.query and 'namespace="models"' in scaling.query
+    store = Store()
+    rows = [("chat", "models", "p1", 7, 2), ("chat", "models", "p2", 5, 0), ("other", "models", "p3", 40, 9),
+            ("chat", "elsewhere", "p4", 30, 30)]
+    for model, ns, pod, running, waiting in rows:
+        labels = (("model_name", model), ("namespace", ns), ("pod", pod))
+        store.add(10.0, RUNNING, labels, running)
+        store.add(10.0, WAITING, labels, waiting)
+    value = evaluate(scaling.query, store, 12.0)
+    assert value == {(): 14.0}
 
 
-def test_threshold_keeps_queueing_within_half_the_ttft_slack() -> None:
-    for tier in Tier:
-        scaling, cap, _ = _scaling(tier)
-        slack = TIERS[tier].ttft_ms / 1000 - PROF.prefill_s(prompt_factor(99) * 1155)
-        service = PROF.prefill_s(1155) + 211 * cap.tpot_tail_s
-        wait_at_threshold = (scaling.threshold + 1) * service / cap.batch
-        assert scaling.threshold == 1 or wait_at_threshold <= slack / 2 + 1e-9
-    tight, _, _ = _scaling(Tier.INTERACTIVE)
-    loose, _, _ = _scaling(Tier.BATCH)
-    assert 1 <= tight.threshold < loose.threshold
+def test_target_is_in_flight_at_capacity_less_the_headroom() -> None:
+    _, cap, _ = _scaling(Tier.STANDARD)
+    # Measured: 40 in flight at the sized rate, 25 % headroom -> 40 / 1.25 = 32 a replica.
+    assert in_flight_target(replace(cap, in_flight=40.0), PROF, 1155, 211, 0.25) == 32.0
+    # Closed form: Little's law, rate x (prefill of the mean prompt + 211 x tail TPOT).
+    little = cap.qps * (PROF.prefill_s(1155) + 211 * cap.tpot_tail_s)
+    assert in_flight_target(replace(cap, in_flight=None), PROF, 1155, 211, 0.0) == round(little, 1)
+    # More headroom, a lower target: the fleet scales out earlier.
+    assert in_flight_target(cap, PROF, 1155, 211, 0.5) < in_flight_target(cap, PROF, 1155, 211, 0.1)
 
 
 def test_bounds_fallback_and_behavior_follow_the_replicas_and_cold_start() -> None:
@@ -67,17 +80,17 @@ def test_scaled_object_validates_against_the_keda_crd() -> None:
     }
     jsonschema.validate(body, version["schema"]["openAPIV3Schema"])
     trigger = body["spec"]["triggers"][0]
-    assert trigger["type"] == "prometheus" and trigger["metadata"]["threshold"] == str(scaling.threshold)
+    assert trigger["type"] == "prometheus" and float(trigger["metadata"]["threshold"]) == scaling.threshold
 
 
 @settings(max_examples=30, deadline=None)
 @given(card=st.sampled_from([c for c in CATALOG.values() if c.params_b < 30]),
        tier=st.sampled_from(list(TIERS.values())), tokens_in=st.integers(100, 3000),
        tokens_out=st.integers(10, 800))
-def test_threshold_is_at_least_one(card, tier, tokens_in, tokens_out) -> None:
+def test_target_is_at_least_one(card, tier, tokens_in, tokens_out) -> None:
     prof = profile(card, SliceKind(GpuModel.H100_80GB))
     try:
         cap = replica_capacity(card, prof, tier, tokens_in, tokens_out)
     except ValueError:
         return
-    assert waiting_threshold(cap, prof, tier, tokens_in, tokens_out) >= 1
+    assert in_flight_target(cap, prof, tokens_in, tokens_out, tier.burst_headroom) >= 1

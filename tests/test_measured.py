@@ -1,0 +1,68 @@
+"""The planner's per-replica claims against the simulator, rerun independently.
+
+Every placement the shipped stacks deploy is sized by the simulator (serving.measured). The check
+here is a second run the sizing never saw: request lengths drawn from the Azure conversation trace
+itself (not the vendored quantile table), scaled to the model's stated means, other arrival
+draws, one replica at the plan's claimed rate. The issue's bar: the claimed p99 TTFT and TPOT
+within 10 % of this run's (or above it: conservative), and this run within the tier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from serving.simulator import StaticPolicy, Trace, load_azure_2023, simulate
+from stacks.simulation import deployment
+from tests.conftest import SHARED, STACKS, plan_of
+
+CONV = SHARED / "traces" / "azure2023_AzureLLMInferenceTrace_conv.csv"
+REQUESTS = 6000
+TOLERANCE = 0.10
+
+
+def _placements() -> list[tuple[str, str, str]]:
+    seen: dict[tuple, tuple[str, str, str]] = {}
+    for stack in STACKS:
+        for mp in plan_of(stack).models:
+            key = (mp.catalog, mp.slice.label, str(mp.quantization), mp.tier, mp.max_model_len)
+            seen.setdefault(key, (stack, mp.model, mp.region))
+    return list(seen.values())
+
+
+def test_every_shipped_placement_is_sized_by_the_simulator() -> None:
+    for stack in STACKS:
+        for mp in plan_of(stack).models:
+            assert mp.capacity.source == "simulated", (stack, mp.model, mp.region)
+            assert mp.capacity.closed_form_qps is not None and mp.capacity.in_flight is not None
+
+
+@pytest.mark.parametrize("where", _placements(), ids=lambda w: "-".join(w))
+def test_claims_hold_on_an_independent_rerun(where: tuple[str, str, str]) -> None:
+    stack, model, region = where
+    plan = plan_of(stack)
+    mp = next(m for m in plan.models if m.model == model and m.region == region)
+    spec_model = next(m for m in plan.spec.models if m.name == model)
+    mean_in, mean_out = spec_model.tokens.input_tokens, spec_model.tokens.output_tokens
+    trace = load_azure_2023(CONV)
+    rng = np.random.default_rng(7)
+    pick = rng.integers(0, len(trace), REQUESTS)
+    prompts = np.maximum(1, np.rint(trace.prompt_tokens[pick] * mean_in / trace.prompt_tokens.mean()))
+    outputs = np.maximum(1, np.rint(trace.output_tokens[pick] * mean_out / trace.output_tokens.mean()))
+    prompts = np.minimum(prompts, mp.max_model_len - np.minimum(outputs, mp.max_model_len // 2))
+    arrivals = np.cumsum(rng.exponential(1 / mp.capacity.qps, REQUESTS))
+    dep = deployment(plan, mp)
+    fleet = replace(dep.fleet, zones=dep.fleet.zones[:1], initial_replicas=1, initial_nodes=1)
+    result = simulate(Trace(arrivals, prompts.astype(np.int64), outputs.astype(np.int64), source="rerun"),
+                      dep.sim_config(fleet=fleet), "least-loaded", StaticPolicy(1))
+    steady = result.arrival_s >= arrivals[REQUESTS // 10]
+    assert result.failed == 0
+    q = mp.tier_spec.percentile
+    ttft = float(np.percentile(result.ttft_s[steady], q))
+    tpot = float(np.nanpercentile(result.tpot_s[steady], q))
+    claim_ttft, claim_tpot = mp.capacity.ttft_tail_s, mp.capacity.tpot_tail_s
+    assert ttft <= claim_ttft * (1 + TOLERANCE), (ttft, claim_ttft)
+    assert tpot <= claim_tpot * (1 + TOLERANCE), (tpot, claim_tpot)
+    assert ttft <= mp.tier_spec.ttft_ms / 1000 and tpot <= mp.tier_spec.tpot_ms / 1000, (ttft, tpot)
