@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rtip.stackfile import load  # noqa: E402
+from serving.autoscaling import WAITING  # noqa: E402
 from serving.simulator import (  # noqa: E402
     GpuUtilizationHpa,
     KedaAutoscaler,
@@ -40,6 +41,7 @@ from serving.simulator import (  # noqa: E402
     load_azure_2023,
     simulate,
 )
+from stacks.naming import MODELS_NAMESPACE  # noqa: E402
 from stacks.plan import Plan, load_plan  # noqa: E402
 from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
 from stacks.slo_check import figures  # noqa: E402
@@ -55,13 +57,16 @@ KPA_TARGET_CONCURRENCY = 100.0  # Knative config-autoscaler container-concurrenc
 
 
 def tutorial_scaled_object(dep: Deployment) -> dict[str, Any]:
-    """The plan's ScaledObject with the tutorial's threshold and polling, and no behavior or
-    fallback (KEDA then leaves the HPA's defaults)."""
+    """The plan's ScaledObject with the tutorial's trigger (waiting requests, threshold 5) and
+    polling, and no behavior or fallback (KEDA then leaves the HPA's defaults)."""
     spec = copy.deepcopy(dep.scaled_object)
     spec["pollingInterval"] = TUTORIAL_POLLING_S
     spec.pop("fallback", None)
     spec.pop("advanced", None)
-    spec["triggers"][0]["metadata"]["threshold"] = str(TUTORIAL_THRESHOLD)
+    meta = spec["triggers"][0]["metadata"]
+    meta["query"] = (f'sum({WAITING}{{namespace="{MODELS_NAMESPACE}",'
+                     f'model_name="{dep.plan.model}"}})')
+    meta["threshold"] = str(TUTORIAL_THRESHOLD)
     return spec
 
 
