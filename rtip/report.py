@@ -72,6 +72,12 @@ def _model(plan: ModelRegionPlan) -> dict[str, Any]:
         "cold_start_s": plan.cold_start.to_json(),
         "throughput": {
             "qps": round(plan.capacity.qps, 3),
+            # "simulated": serving.measured sized it; the closed form's screening answer beside it.
+            "sized_by": plan.capacity.source,
+            "closed_form_qps": (round(plan.capacity.closed_form_qps, 3)
+                                if plan.capacity.closed_form_qps is not None else None),
+            "in_flight": (round(plan.capacity.in_flight, 1)
+                          if plan.capacity.in_flight is not None else None),
             "output_tokens_per_s": round(plan.capacity.output_tokens_per_s, 1),
             "batch": plan.capacity.batch,
             "ttft_ms": round(plan.capacity.ttft_tail_s * 1000, 1),
@@ -80,6 +86,12 @@ def _model(plan: ModelRegionPlan) -> dict[str, Any]:
         "headroom": round(plan.headroom, 3),
         "source_uri": plan.source_uri,
     }
+
+
+def _qps(throughput: dict[str, Any]) -> str:
+    """A replica's sized rate, with the closed form's screening answer where the simulator sized it."""
+    closed = throughput.get("closed_form_qps")
+    return f"{throughput['qps']:g}" + (f" ({closed:g})" if closed is not None else "")
 
 
 MODEL_DEPLOYMENT_TYPE = "rtip:k8s:ModelDeployment"
@@ -205,14 +217,14 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
 
     models = Table(title="Models", title_justify="left")
     for col in ("model", "region", "tier", "pool", "slice", "slice GB", "needs GB", "TP", "weights",
-                "QPS/replica", "TTFT ms (tail)", "TPOT ms (tail)", "replicas", "$/h each", "cold start s",
-                "warm node s"):
+                "QPS/replica (closed form)", "TTFT ms (tail)", "TPOT ms (tail)", "replicas", "$/h each",
+                "cold start s", "warm node s"):
         models.add_column(col)
     for m in doc["models"]:
         models.add_row(m["name"], m["region"], m["tier"], m["pool"], m["slice"],
                        f"{m['slice_memory_gb']:g}", f"{m['memory_needed_gb']:g}",
                        str(m["tensor_parallel"]), m["quantization"],
-                       f"{m['throughput']['qps']:g}", f"{m['throughput']['ttft_ms']:g}",
+                       _qps(m["throughput"]), f"{m['throughput']['ttft_ms']:g}",
                        f"{m['throughput']['tpot_ms']:g}",
                        f"{m['replicas']['min']}-{m['replicas']['max']}",
                        f"{m['cost_per_replica_hour']:.2f}", f"{m['cold_start_s']['total_s']:g}",
