@@ -42,3 +42,17 @@ def test_everything_encrypted_names_the_key_by_its_full_resource_name() -> None:
     assert all(KEY.match(n) for n in names), names
     grants = record.by_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
     assert grants and all(KEY.match(g.inputs["cryptoKeyId"]) for g in grants)
+
+
+def test_key_rings_are_auto_named_so_a_recreated_stack_asks_for_new_ones() -> None:
+    # Cloud KMS never deletes a key ring (pulumi-gcp KeyRing docs): a fixed name would refuse the
+    # stack's next creation. Bridged providers auto-name `<logical name>-<7 random hex>`; ring
+    # names are 1-63 letters, digits, '_' and '-' (Cloud KMS resource naming).
+    record = record_of("prod")
+    rings = record.by_type("gcp:kms/keyRing:KeyRing")
+    assert len(rings) == 2  # the registries' key and the GKE secrets key
+    for ring in rings:
+        assert "name" not in ring.inputs
+        name = ring.outputs["name"]
+        assert re.fullmatch(re.escape(ring.name) + r"-[0-9a-f]{7}", name) and len(name) <= 63, name
+        assert ring.outputs["id"].endswith(f"/keyRings/{name}")
