@@ -5,6 +5,13 @@ endpoint (the posture's `private_api`, or a region with no `api_access_cidrs`) a
 its network, so a runner outside it cannot apply a single Kubernetes object; a public endpoint
 answers only the listed ranges, so the runner's egress must be among them. Each cloud the stack
 uses needs the identity its clusters grant cluster admin to (components/<cloud>/access.py).
+
+The same identities name the stack's globally unique names and pin its providers (stacks/naming.py):
+the AWS role's account ends every S3 bucket name and is the AWS providers' only allowed account,
+the Azure subscription is hashed into the ACR and storage account names and pins the Azure
+provider. A stack may leave the whole block out only where the posture's API is public (dev,
+staging); its names then carry no account or subscription, so its `registries.name_prefix` must be
+the organisation's own, and its providers follow the runner's credentials.
 """
 
 from __future__ import annotations

@@ -39,12 +39,13 @@ class _Spec(BaseModel):
 
 class AwsDeployer(_Spec):
     """Who runs `pulumi up` on AWS: an IAM role, granted cluster admin on every EKS cluster
-    through an access entry. Its account names the stack's globally unique AWS names."""
+    through an access entry. Its account names the stack's globally unique AWS names and is the
+    only account the AWS providers accept (allowed_account_ids)."""
 
     role_arn: Annotated[str, Field(pattern=AWS_ROLE_ARN_PATTERN)] = Field(description=(
         "The IAM role `pulumi up` runs as (arn:aws:iam::<account>:role/<name>); every EKS cluster "
         "gets an access entry for it with AmazonEKSClusterAdminPolicy. Its account is the one the "
-        "stack deploys into and part of the S3 bucket names."))
+        "stack deploys into (the AWS providers refuse any other) and ends the S3 bucket names."))
 
 
 class GcpDeployer(_Spec):
@@ -63,8 +64,9 @@ class AzureDeployer(_Spec):
         "The Entra ID object ID of the identity `pulumi up` runs as (a service principal or managed "
         "identity); granted 'Azure Kubernetes Service RBAC Cluster Admin' on every AKS cluster."))
     subscription_id: Annotated[str, Field(pattern=UUID_PATTERN)] = Field(description=(
-        "The subscription the stack deploys into; a hash of it is part of the globally unique "
-        "Azure names (registry, storage accounts, key vaults)."))
+        "The subscription the stack deploys into (the Azure provider is pinned to it); a hash of "
+        "it is part of the globally unique Azure names (registry, storage accounts). Key vaults "
+        "take a random suffix instead, so a re-created stack never meets a soft-deleted vault."))
 
 
 class DeployerSpec(_Spec):
