@@ -13,6 +13,7 @@ from components.aws.karpenter import Karpenter
 from components.aws.keys import customer_key
 from components.aws.network import AwsNetwork
 from components.aws.nodes import gpu_node_group, system_node_group
+from components.aws.roles import arn_parts, cni_policy, grant_pull_through, pod_role, service_trust
 from components.aws.storage import ebs_storage
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
 from components.contract import PoolFacts, public_api_cidrs
@@ -25,19 +26,30 @@ from stacks.plan import Plan, RegionPlan
 from stacks.schema import RegionSpec, StackSpec
 
 MANAGED_POLICY = "arn:aws:iam::aws:policy/"
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
-                 "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore")
-# EKS managed add-ons every cluster runs; versions follow the cluster's Kubernetes version.
-ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
+# The VPC CNI's permissions are not here: `aws-node` gets them through Pod Identity (below).
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly",
+                 "AmazonSSMManagedInstanceCore")
+# EKS managed add-ons every cluster runs; versions follow the cluster's Kubernetes version (EKS
+# picks its default for it: for 1.33 the VPC CNI is v1.20 or later, past v1.15.5-eksbuild.1, the
+# first with Pod Identity, and v1.14.0-eksbuild.3, the first with network policy; EKS user guide,
+# "Pod Identity Support Reference", "Restrict Pod network traffic with Kubernetes network
+# policies", "Amazon VPC CNI versions"). The first two run before any node joins (the
+# `before_compute` add-ons of terraform-aws-eks): nodes need aws-node, and aws-node now takes
+# its credentials from the Pod Identity agent. CoreDNS and kube-proxy follow the system nodes.
+BEFORE_NODES = ("eks-pod-identity-agent", "vpc-cni")
+AFTER_NODES = ("kube-proxy", "coredns")
+ADDONS = (*BEFORE_NODES, *AFTER_NODES)
+# The VPC CNI DaemonSet's service account (EKS user guide, "Configure Amazon VPC CNI plugin to
+# use IRSA": the plugin creates and uses `aws-node`).
+CNI_SERVICE_ACCOUNT = ("kube-system", "aws-node")
+# Enforce Kubernetes NetworkPolicies with the VPC CNI's eBPF agent: the add-on's configuration
+# key, a string (EKS user guide, "Restrict Pod network traffic with Kubernetes network policies").
+CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
 
 def assume_role_policy(service: str) -> str:
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": service},
-                       "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-    })
+    return service_trust(service)
 
 
 def aws_user(cluster: str, region: str) -> ExecUser:
@@ -76,7 +88,8 @@ class AwsCluster(KubernetesCluster):
                             default=node_only) for p, _ in self.gpu_groups}
         self.karpenter = Karpenter(
             f"{name}-karpenter", name, self.region.name, self.eks, k8s_provider, self.gpu_groups, cold,
-            self.posture, ready, self.cloud_provider, opts=pulumi.ResourceOptions(parent=self))
+            self.posture, ready, self.cloud_provider, self.stack.registries.name_prefix,
+            opts=pulumi.ResourceOptions(parent=self))
         self.storage_class = ebs_storage(name, self.eks, k8s_provider, ready, self.child)
 
     def build_network(self) -> None:
@@ -101,7 +114,7 @@ class AwsCluster(KubernetesCluster):
         )
         self.node_role = aws.iam.Role(f"{name}-node", aws.iam.RoleArgs(
             assume_role_policy=assume_role_policy("ec2.amazonaws.com")), opts=child)
-        node_policies = [
+        node_policies: list[pulumi.Resource] = [
             aws.iam.RolePolicyAttachment(f"{name}-node-{p.lower()}", aws.iam.RolePolicyAttachmentArgs(
                 role=self.node_role.name, policy_arn=MANAGED_POLICY + p), opts=child)
             for p in NODE_POLICIES
@@ -134,8 +147,13 @@ class AwsCluster(KubernetesCluster):
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                 depends_on=[cluster_policy])),
         )
+        # The kubelet pulls with the node role: a first pull through a cache rule fills it.
+        node_policies.append(grant_pull_through(
+            f"{name}-node-pull-through", self.node_role, self.eks,
+            self.stack.registries.name_prefix, child))
+        before = self._addons_before_nodes()
         self.nodes_opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-            depends_on=node_policies))
+            depends_on=[*node_policies, *before]))
         # Karpenter's nodes join with the cluster security group, which EKS creates: tag it so
         # the EC2NodeClasses select it (the private subnets carry the same tag).
         aws.ec2.Tag(f"{name}-cluster-sg-discovery", aws.ec2.TagArgs(
@@ -148,13 +166,38 @@ class AwsCluster(KubernetesCluster):
             f"{name}-system", self.eks, self.node_role, self.system_machine_type,
             system.min_nodes, system.max_nodes, self.private_subnets, self.nodes_opts,
         )
-        for addon in ADDONS:
+        for addon in AFTER_NODES:
             self.addons[addon] = aws.eks.Addon(f"{name}-{addon}", aws.eks.AddonArgs(
                 cluster_name=self.eks.name, addon_name=addon,
                 resolve_conflicts_on_update="OVERWRITE",
             ), opts=pulumi.ResourceOptions.merge(self.child, pulumi.ResourceOptions(
                 depends_on=[group])))
         return group
+
+    def _addons_before_nodes(self) -> list[pulumi.Resource]:
+        """The Pod Identity agent, then the VPC CNI with its own role for `aws-node` (the
+        add-on's `podIdentityAssociations`; EKS user guide, "IAM roles for Amazon EKS add-ons":
+        the agent first) and network policy enforcement on."""
+        name, child = self.cluster_name, self.child
+        agent = aws.eks.Addon(f"{name}-eks-pod-identity-agent", aws.eks.AddonArgs(
+            cluster_name=self.eks.name, addon_name="eks-pod-identity-agent",
+            resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
+        ), opts=child)
+        role = pod_role(f"{name}-vpc-cni", self.eks, [CNI_SERVICE_ACCOUNT], child)
+        grant = aws.iam.RolePolicy(f"{name}-vpc-cni", aws.iam.RolePolicyArgs(
+            role=role.id, policy=pulumi.Output.all(self.eks.arn, self.network.vpc_id).apply(
+                lambda a: json.dumps(cni_policy(*arn_parts(a[0]), a[1])))), opts=child)
+        # EKS installs a self-managed aws-node with every cluster; the add-on takes it over.
+        cni = aws.eks.Addon(f"{name}-vpc-cni", aws.eks.AddonArgs(
+            cluster_name=self.eks.name, addon_name="vpc-cni",
+            configuration_values=json.dumps(CNI_CONFIGURATION),
+            pod_identity_associations=[aws.eks.AddonPodIdentityAssociationArgs(
+                role_arn=role.arn, service_account=CNI_SERVICE_ACCOUNT[1])],
+            resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
+        ), opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+            depends_on=[agent, grant])))
+        self.addons["eks-pod-identity-agent"], self.addons["vpc-cni"] = agent, cni
+        return [agent, cni]
 
     def build_gpu_pool(self, pool: PoolFacts, parent: GpuPool, system: pulumi.Resource) -> None:
         self.gpu_groups.append((pool, parent))
@@ -181,4 +224,5 @@ class AwsCluster(KubernetesCluster):
         return self.eks.identities[0].oidcs[0].issuer
 
 
-__all__ = ["AwsCluster", "assume_role_policy", "aws_provider", "aws_user"]
+__all__ = ["ADDONS", "CNI_CONFIGURATION", "CNI_SERVICE_ACCOUNT", "AwsCluster", "assume_role_policy",
+           "aws_provider", "aws_user"]

@@ -10,6 +10,7 @@ import pulumi_aws as aws
 
 from components.aws.cluster import AwsCluster
 from components.aws.registries import AwsStore
+from components.aws.roles import pod_role
 from components.identity import MODEL_SERVER, ModelIdentity, Subject
 from stacks.naming import MODELS_PREFIX
 
@@ -33,11 +34,9 @@ class AwsModelIdentity(ModelIdentity[AwsCluster, AwsStore]):
 
     def bind(self, name: str, cluster: AwsCluster, store: AwsStore,
              trusted: Sequence[Subject]) -> Mapping[str, pulumi.Input[str]] | None:
-        role = aws.iam.Role(f"{name}-role", aws.iam.RoleArgs(assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-                           "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-        })), opts=self.child)
+        # Only the trusted service accounts, on this cluster, can take the role.
+        role = pod_role(f"{name}-role", cluster.eks,
+                        [(s.namespace, s.service_account) for s in trusted], self.child)
         policy_inputs = [store.bucket_arn, *([store.key_arn] if store.key_arn else [])]
         aws.iam.RolePolicy(f"{name}-weights", aws.iam.RolePolicyArgs(
             role=role.id,

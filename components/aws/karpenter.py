@@ -31,6 +31,7 @@ from components.aws.karpenter_iam import (
     queue_policy,
 )
 from components.aws.nodes import GPU_ROOT_VOLUME_GIB
+from components.aws.roles import grant_pull_through, pod_role, service_trust
 from components.contract import PoolFacts
 from components.gpu_pools import GpuPool
 from serving import gpu_config as gc
@@ -40,20 +41,16 @@ from serving.hardware import Vendor
 from serving.posture import Posture
 
 MANAGED_POLICY = "arn:aws:iam::aws:policy/"
-# The template's KarpenterNodeRole policies (ECR pull-only, not read-only).
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
-                 "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore")
+# The template's KarpenterNodeRole policies (ECR pull-only, not read-only), less
+# AmazonEKS_CNI_Policy: aws-node takes the CNI's permissions through Pod Identity on every node
+# (components/aws/cluster.py), and a pull through a cache rule may fill it (components/aws/roles.py).
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly",
+                 "AmazonSSMManagedInstanceCore")
 # The guide installs into kube-system; the chart names its service account after the release.
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "karpenter"
 GPU_RESOURCE: dict[Vendor, str] = {Vendor.NVIDIA: "nvidia.com/gpu", Vendor.AMD: "amd.com/gpu"}
 SYSTEM_SELECTOR = {"rtip.dev/pool": "system"}
-
-
-def _trust(service: str) -> str:
-    return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": service},
-        "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
 
 
 def mig_capacity(pool: PoolFacts, pools: Sequence[PoolFacts]) -> dict[str, int]:
@@ -99,16 +96,19 @@ class Karpenter(pulumi.ComponentResource):
     def __init__(self, name: str, cluster: str, region: str, eks: aws.eks.Cluster,
                  k8s_provider: k8s.Provider, pools: Sequence[tuple[PoolFacts, GpuPool]],
                  cold_start_s: Mapping[str, float], env: Posture, after: Sequence[pulumi.Resource],
-                 provider: pulumi.ProviderResource, opts: pulumi.ResourceOptions | None = None) -> None:
+                 provider: pulumi.ProviderResource, image_prefix: str,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("rtip:aws:Karpenter", name, {
             "cluster": cluster, "namespace": NAMESPACE, "replicas": env.controller_replicas,
             "pools": [p.name for p, _ in pools]}, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         node_role = aws.iam.Role(f"{name}-node", aws.iam.RoleArgs(
-            assume_role_policy=_trust("ec2.amazonaws.com")), opts=child)
-        node_policies = [aws.iam.RolePolicyAttachment(
+            assume_role_policy=service_trust("ec2.amazonaws.com")), opts=child)
+        node_policies: list[pulumi.Resource] = [aws.iam.RolePolicyAttachment(
             f"{name}-node-{p.lower()}", aws.iam.RolePolicyAttachmentArgs(
                 role=node_role.name, policy_arn=MANAGED_POLICY + p), opts=child) for p in NODE_POLICIES]
+        node_policies.append(grant_pull_through(f"{name}-node-pull-through", node_role, eks,
+                                                image_prefix, child))
         # With API authentication, nodes join only through an access entry of type EC2_LINUX.
         entry = aws.eks.AccessEntry(f"{name}-node", aws.eks.AccessEntryArgs(
             cluster_name=eks.name, principal_arn=node_role.arn, type="EC2_LINUX"), opts=child)
@@ -126,8 +126,7 @@ class Karpenter(pulumi.ComponentResource):
         send = aws.sqs.QueuePolicy(f"{name}-interruption", aws.sqs.QueuePolicyArgs(
             queue_url=queue.id, policy=pulumi.Output.all(queue.arn, *(r.arn for r in rules)).apply(
                 lambda a: queue_policy(a[0], list(a[1:])))), opts=child)
-        role = aws.iam.Role(f"{name}-controller", aws.iam.RoleArgs(
-            assume_role_policy=_trust("pods.eks.amazonaws.com")), opts=child)
+        role = pod_role(f"{name}-controller", eks, [(NAMESPACE, SERVICE_ACCOUNT)], child)
         docs = pulumi.Output.all(eks.arn, node_role.arn, queue.arn).apply(
             lambda a: controller_policies(cluster, region, a[0].split(":")[4], a[1], a[2],
                                           partition=a[0].split(":")[1]))

@@ -107,6 +107,8 @@ def controller_policies(cluster: str, region: str, account: str, node_role_arn: 
          "Resource": f"arn:{partition}:ssm:{region}::parameter/aws/service/*", "Action": "ssm:GetParameter"},
         {"Sid": "AllowPricingReadActions", "Effect": "Allow", "Resource": "*",
          "Action": "pricing:GetProducts"},
+        # The Service Authorization Reference lists no resource type for this action: "*" is its
+        # only form (policies/rules/iam.py allows exactly this action unscoped).
         {"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Resource": "*",
          "Action": "iam:ListInstanceProfiles"},
         {"Sid": "AllowInstanceProfileReadActions", "Effect": "Allow", "Resource": profile,

@@ -15,6 +15,10 @@ GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 # Room for the ~12 GB compressed vLLM image unpacked, plus logs; weights live on the NVMe cache.
 GPU_ROOT_VOLUME_GIB = 200
+# What a managed node group gives its nodes without a launch template (EKS API reference,
+# CreateNodegroup `diskSize`: 20 GiB for Linux); the system pool keeps that size.
+SYSTEM_ROOT_VOLUME_GIB = 20
+SYSTEM_POOL = "system"
 
 TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE",
                 "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
@@ -48,20 +52,16 @@ def nodeadm_user_data(raid0: bool) -> str:
     ])
 
 
-def gpu_node_group(
-    name: str,
-    cluster: aws.eks.Cluster,
-    node_role: aws.iam.Role,
-    pool: PoolFacts,
-    subnet_ids: list[pulumi.Output[str]],
-    opts: pulumi.ResourceOptions,
-) -> aws.eks.NodeGroup:
-    capacity_type = "SPOT" if pool.spot else "ON_DEMAND"
-    user_data = nodeadm_user_data(raid0=pool.nvme_path is not None)
+def node_launch_template(name: str, pool: str, root_volume_gib: int, user_data: str | None,
+                         opts: pulumi.ResourceOptions) -> aws.eks.NodeGroupLaunchTemplateArgs:
+    """The launch template every managed node group runs from, and the group's reference to it.
+
+    Without one a managed node group keeps the AMI's IMDS settings and an unencrypted root volume
+    unless the account encrypts EBS by default."""
     template = aws.ec2.LaunchTemplate(
         f"{name}-lt",
         aws.ec2.LaunchTemplateArgs(
-            user_data=base64.b64encode(user_data.encode()).decode(),
+            user_data=base64.b64encode(user_data.encode()).decode() if user_data else None,
             # IMDSv2 only and one hop: pods use EKS Pod Identity, never the node's credentials.
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1,
@@ -71,16 +71,31 @@ def gpu_node_group(
             block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                 device_name="/dev/xvda",
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                    volume_size=GPU_ROOT_VOLUME_GIB, volume_type="gp3", encrypted="true",
+                    volume_size=root_volume_gib, volume_type="gp3", encrypted="true",
                     delete_on_termination="true",
                 ),
             )],
             tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
-                resource_type="instance", tags={"rtip/pool": pool.name},
+                resource_type="instance", tags={"rtip/pool": pool},
             )],
         ),
         opts=opts,
     )
+    return aws.eks.NodeGroupLaunchTemplateArgs(id=template.id,
+                                               version=template.latest_version.apply(str))
+
+
+def gpu_node_group(
+    name: str,
+    cluster: aws.eks.Cluster,
+    node_role: aws.iam.Role,
+    pool: PoolFacts,
+    subnet_ids: list[pulumi.Output[str]],
+    opts: pulumi.ResourceOptions,
+) -> aws.eks.NodeGroup:
+    capacity_type = "SPOT" if pool.spot else "ON_DEMAND"
+    template = node_launch_template(name, pool.name, GPU_ROOT_VOLUME_GIB,
+                                    nodeadm_user_data(raid0=pool.nvme_path is not None), opts)
     # The pool's floor, fixed (min = max = desired): it stands even while Karpenter is down, and
     # Karpenter's NodePool adds the nodes above it (components/aws/karpenter.py).
     return _node_group(
@@ -88,9 +103,7 @@ def gpu_node_group(
         pool.min_nodes, pool.min_nodes, pool.labels, opts,
         taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=TAINT_EFFECT[t.effect])
                 for t in pool.taints],
-        launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
-            id=template.id, version=template.latest_version.apply(str)),
-        fixed=True,
+        launch_template=template, fixed=True,
     )
 
 
@@ -104,8 +117,10 @@ def system_node_group(
     subnet_ids: list[pulumi.Output[str]],
     opts: pulumi.ResourceOptions,
 ) -> aws.eks.NodeGroup:
+    template = node_launch_template(name, SYSTEM_POOL, SYSTEM_ROOT_VOLUME_GIB, None, opts)
     return _node_group(name, cluster, node_role, subnet_ids, machine_type, SYSTEM_AMI_TYPE,
-                       "ON_DEMAND", min_nodes, max_nodes, {"rtip.dev/pool": "system"}, opts)
+                       "ON_DEMAND", min_nodes, max_nodes, {"rtip.dev/pool": SYSTEM_POOL}, opts,
+                       launch_template=template)
 
 
 def _node_group(
@@ -132,5 +147,5 @@ def _node_group(
     )
 
 
-__all__ = ["GPU_AMI_TYPE", "TAINT_EFFECT", "gpu_node_group", "nodeadm_user_data",
-           "system_node_group"]
+__all__ = ["GPU_AMI_TYPE", "SYSTEM_ROOT_VOLUME_GIB", "TAINT_EFFECT", "gpu_node_group",
+           "node_launch_template", "nodeadm_user_data", "system_node_group"]

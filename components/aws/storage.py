@@ -12,14 +12,16 @@ attach calls, its tag writes conditioned on the create action).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.aws.roles import pod_role
+
 ADDON = "aws-ebs-csi-driver"
+ADDON_NAMESPACE = "kube-system"  # where EKS installs the add-on's controller
 CONTROLLER_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 DRIVER_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
 PROVISIONER = "ebs.csi.aws.com"
@@ -37,11 +39,7 @@ def ebs_storage(name: str, cluster: aws.eks.Cluster, k8s_provider: k8s.Provider,
                 after: Sequence[pulumi.Resource],
                 opts: pulumi.ResourceOptions) -> k8s.storage.v1.StorageClass:
     """The add-on with its Pod Identity role, then the default `gp3` class (returned)."""
-    role = aws.iam.Role(f"{name}-ebs-csi", aws.iam.RoleArgs(assume_role_policy=json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-                       "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-    })), opts=opts)
+    role = pod_role(f"{name}-ebs-csi", cluster, [(ADDON_NAMESPACE, CONTROLLER_SERVICE_ACCOUNT)], opts)
     grant = aws.iam.RolePolicyAttachment(f"{name}-ebs-csi", aws.iam.RolePolicyAttachmentArgs(
         role=role.name, policy_arn=DRIVER_POLICY), opts=opts)
     addon = aws.eks.Addon(f"{name}-{ADDON}", aws.eks.AddonArgs(

@@ -16,6 +16,11 @@ ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 # Services that assume roles on behalf of any account unless the trust names the source.
 CONFUSED_DEPUTY_SERVICES = {"pods.eks.amazonaws.com", "s3.amazonaws.com"}
 SCOPE_KEYS = {"aws:SourceAccount", "aws:SourceArn"}
+# Actions the Service Authorization Reference lists with no resource type, so `Resource: "*"` is
+# their only form whatever the environment: iam:ListInstanceProfiles ("Actions defined by AWS
+# Identity and Access Management"; Karpenter's controller lists its instance profiles with it).
+# Exact names, never patterns.
+NO_RESOURCE_TYPE = frozenset({"iam:ListInstanceProfiles"})
 
 
 def _statements(doc: object) -> list[Mapping]:
@@ -45,7 +50,8 @@ def iam_no_wildcards(type_: str, props: Props, config: Config) -> Iterator[str]:
             if action == "*" or action.endswith(":*"):
                 yield f"statement {s.get('Sid', '?')} allows every action ({action})"
         if "*" in _as_list(s.get("Resource")) and not all(
-                any(fnmatch(a, pattern) for pattern in unscoped) for a in actions):
+                a in NO_RESOURCE_TYPE or any(fnmatch(a, pattern) for pattern in unscoped)
+                for a in actions):
             yield f"statement {s.get('Sid', '?')} applies to every resource (Resource: *)"
 
 
@@ -70,4 +76,4 @@ def no_broad_managed_policies(type_: str, props: Props, config: Config) -> Itera
             yield f"{forbidden} is attached to a role; grant its narrower equivalent where it is needed"
 
 
-__all__ = ["iam_no_wildcards", "no_broad_managed_policies", "trust_scoped"]
+__all__ = ["NO_RESOURCE_TYPE", "iam_no_wildcards", "no_broad_managed_policies", "trust_scoped"]
