@@ -128,7 +128,11 @@ def test_unpinned_and_foreign_registry_images_are_found() -> None:
 
 def test_run_checks_includes_every_check() -> None:
     from tests.test_deploycheck import without_localmodel_crds
-    checks = {f.check for f in run_checks(without_localmodel_crds(record_of("prod")))}
+    # prod's images are all pinned in their regions' registries: give the images check a finding.
+    runtime = "kubernetes:serving.kserve.io/v1alpha1:ClusterServingRuntime"
+    record, _ = _edit(without_localmodel_crds(record_of("prod")), lambda r: r.type == runtime,
+                      lambda i: i["spec"]["containers"][0].update(image="docker.io/vllm/vllm-openai:latest"))
+    checks = {f.check for f in run_checks(record)}
     assert {"kinds", "images", "values"} <= checks
 
 
