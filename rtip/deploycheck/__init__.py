@@ -8,11 +8,14 @@ Both read only the record (rtip/offline.py), so they run unchanged for any stack
 - scheduling (scheduling.py, nodes.py): every pod the platform will run fits some pool;
 - reach (reach.py): every Kubernetes provider's API is reachable from the stack's deployer and
   authorizes it before the provider's first call;
-- images (images.py): every image is pinned and pullable by its cluster.
+- images (images.py): every image is pinned and pullable by its cluster;
+- capacity (capacity.py): every GPU pool has a node autoscaler that reaches its peak, AKS caches
+  sit on assembled NVMe, Prometheus persists, one node-feature-discovery per cluster.
 """
 
 from __future__ import annotations
 
+from rtip.deploycheck.capacity import check_capacity
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.images import check_images
 from rtip.deploycheck.kinds import check_kinds
@@ -25,8 +28,8 @@ from rtip.offline import Record
 def run_checks(record: Record) -> list[Finding]:
     """All findings, kinds first, each group in record order."""
     return [*check_kinds(record), *check_values(record), *check_scheduling(record),
-            *check_reach(record), *check_images(record)]
+            *check_reach(record), *check_images(record), *check_capacity(record)]
 
 
-__all__ = ["Finding", "Severity", "check_images", "check_kinds", "check_reach", "check_scheduling",
-           "check_values", "run_checks"]
+__all__ = ["Finding", "Severity", "check_capacity", "check_images", "check_kinds", "check_reach",
+           "check_scheduling", "check_values", "run_checks"]
