@@ -18,11 +18,12 @@ operators and Prometheus run as the platform needs (issue 10, classes 4, 5, 6 an
   the pool's cache path, which therefore must not be /mnt itself.
 - amd: the NVIDIA and AMD GPU operator charts each install node-feature-discovery by default
   (nvidia gpu-operator v26.7.0 values.yaml `nfd.enabled: true`, amd gpu-operator v1.5.1
-  values.yaml `node-feature-discovery.enabled: true`); two NFD masters on one cluster fight over
-  the same NodeFeature objects, none leaves the AMD operator without its node labels, so exactly
-  one must run. The AMD operator builds the driver and pushes it to `spec.driver.image`
-  (DeviceConfig CRD: "image of driver container... the operator will build and push"), so an
-  enabled driver needs an image repository in a registry of the cluster's own cloud.
+  values.yaml `node-feature-discovery.enabled: true`); with both operators on a cluster one of
+  the two must be off (shared/FACTS.md, AMD GPU Operator v1.5.1), and with none left the
+  operators get no node labels, so exactly one runs. An enabled driver is built in the cluster and
+  pushed to `spec.driver.image`, whose default is `image-registry:5000/...`, an in-cluster
+  registry only OpenShift-like setups have (v1.5.1 deviceconfig-crd.yaml, spec.driver.image), so
+  it must name a repository in a registry of the cluster's own cloud.
 """
 
 from __future__ import annotations
