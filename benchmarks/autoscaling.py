@@ -1,6 +1,7 @@
 """Autoscaling policies against each other: both Azure LLM inference traces 2023 (conversation,
 code), each scaled so its busiest minute is the model's peak_qps, through every prod model's
-deployment as the plan builds it (stacks/simulation.py, first region of each model), under:
+deployment as the plan builds it for that trace's mean token mix (stacks/simulation.py, first
+region of each model), under:
 
 - plan: the toolkit's ScaledObject (`plan.autoscaling.scaled_object_spec`, verbatim);
 - static-peak: static provisioning at the plan's max replicas;
@@ -98,19 +99,34 @@ def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
                               "replicas", "time_to_scale")}
 
 
-def rows(plan: Plan, traces: dict[str, Trace], window_s: float, policies: tuple[str, ...] = POLICIES,
-         models: list[str] | None = None) -> list[dict[str, object]]:
+def plan_for(platform: dict[str, Any], source: str, trace: Trace) -> Plan:
+    """The stack as it would be written for this traffic: every model's `tokens` set to the
+    trace's means (the plan sizes replicas from the stated mix, so a trace with longer prompts
+    replayed against a plan for shorter ones measures the mismatch, not the autoscaler)."""
+    raw = copy.deepcopy(platform)
+    mix = {"input_tokens": round(float(trace.prompt_tokens.mean())),
+           "output_tokens": round(float(trace.output_tokens.mean()))}
+    for model in raw["models"]:
+        model["tokens"] = dict(mix)
+    return load_plan(raw, source)
+
+
+def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
+         policies: tuple[str, ...] = POLICIES, models: list[str] | None = None) -> list[dict[str, object]]:
     out = []
-    for mp in select(plan, None):
-        if models and mp.model not in models:
-            continue
-        dep = deployment(plan, mp)
-        for tname, base in traces.items():
+    for tname, base in traces.items():
+        plan = plans[tname]
+        for mp in select(plan, None):
+            if models and mp.model not in models:
+                continue
+            dep = deployment(plan, mp)
             trace = trace_for(mp, base)
             trace = trace.window(0.0, window_s) if trace.duration_s > window_s else trace
             for policy in policies:
                 row = {"model": mp.model, "region": mp.region, "trace": tname, "policy": policy,
-                       "window_s": round(trace.duration_s, 1), **run(dep, trace, policy)}
+                       "window_s": round(trace.duration_s, 1),
+                       "replicas_bounds": [mp.min_replicas, mp.max_replicas],
+                       "replica_qps": round(mp.capacity.qps, 3), **run(dep, trace, policy)}
                 out.append(row)
                 print(_line(row), flush=True)
     return out
@@ -136,10 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     config = load(args.stack)
-    plan = load_plan(config.platform, config.source)
     traces = {name: load_azure_2023(path) for name, path in TRACES.items()}
+    plans = {name: plan_for(config.platform, config.source, trace) for name, trace in traces.items()}
     print(HEADER)
-    result = rows(plan, traces, args.window)
+    result = rows(plans, traces, args.window)
     doc = {"stack": args.stack, "window_s": args.window, "router": "least-loaded",
            "policies": {"plan": "the plan's ScaledObject", "static-peak": "max replicas",
                         "keda-tutorial": f"waiting > {TUTORIAL_THRESHOLD}/replica, polling "

@@ -15,15 +15,18 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   nothing waits (issue 11: the waiting trigger fired in about 3 % of polls with 99 % of requests
   missing the tier). Running + waiting grows with every admitted request and, past the
   latency-limited rate, faster than the load (every sequence then takes longer);
-- the per-replica target is the simulator's mean in-flight at the rate the replica was sized for
-  (serving.measured; Little's law on the closed form's figures where a test sized it that way),
-  divided by (1 + headroom): the HPA then keeps each replica that far below its limit, which is the
-  traffic growth a cold start lets through (capacity.region_replicas);
+- the per-replica target is the simulator's mean in-flight at the replica's sized rate divided by
+  (1 + headroom) (serving.measured records in-flight against rate; Little's law on the closed
+  form's figures where a test sized it that way): the HPA then keeps each replica's load that far
+  below its limit, which is the traffic growth a cold start lets through
+  (capacity.region_replicas). In-flight grows faster than load (every admitted sequence slows the
+  others), so the target is read off the curve, not scaled down from the limit;
 - AverageValue (the prometheus scaler's default metric type): desired = ceil(sum / target).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -77,11 +80,21 @@ class Autoscaling:
 
 def in_flight_target(capacity: ReplicaCapacity, prof: Profile, input_tokens: int, output_tokens: int,
                      headroom: float) -> float:
-    """Running + waiting requests per replica the HPA aims at (see the module docstring)."""
-    at_limit = capacity.in_flight
-    if at_limit is None:  # sized by the closed form: Little's law on its tails
-        at_limit = capacity.qps * (prof.prefill_s(input_tokens) + output_tokens * capacity.tpot_tail_s)
-    return max(1.0, round(at_limit / (1 + headroom), 1))
+    """Running + waiting requests of one replica serving its sized rate / (1 + headroom): from
+    the simulated in-flight curve (piecewise linear through the origin) where the simulator sized
+    the replica, else Little's law on the closed form's figures."""
+    rate = capacity.qps / (1 + headroom)
+    points = [(0.0, 0.0), *capacity.in_flight_curve]
+    if len(points) > 1:
+        for (r0, n0), (r1, n1) in itertools.pairwise(points):
+            if r0 <= rate <= r1:
+                at = n0 + (n1 - n0) * (rate - r0) / (r1 - r0) if r1 > r0 else n1
+                break
+        else:
+            at = points[-1][1] * rate / points[-1][0]  # beyond the curve: proportional
+    else:
+        at = rate * (prof.prefill_s(input_tokens) + output_tokens * capacity.tpot_tail_s)
+    return max(1.0, round(at, 1))
 
 
 def behavior(replicas: RegionReplicas, cold_start_s: float) -> dict[str, object]:

@@ -79,6 +79,8 @@ class ReplicaCapacity:
     source: str = "closed form"
     closed_form_qps: float | None = None  # the screening model's answer, kept beside a simulated one
     in_flight: float | None = None  # simulated mean running + waiting requests at `qps`
+    # Simulated (rate, in flight) points at or below `qps` (serving.replica_sim.SimulatedCapacity).
+    in_flight_curve: tuple[tuple[float, float], ...] = ()
 
 
 def kv_token_capacity(card: ModelCard, weights_gb: float, memory_gb: float) -> int:

@@ -41,6 +41,15 @@ class MigProfile:
     memory_gb: float
     # Memory-slice indices where an instance of this profile may start (NVIDIA placement rules).
     starts: tuple[int, ...]
+    # What an instance reports (`nvidia-smi mig -lgip`, GiB), where a published listing has it;
+    # the name's figure is nominal and the instance can hold less (H100 NVL 2g.24gb: 21.62 GiB).
+    reported_gib: float | None = None
+
+    @property
+    def usable_gb(self) -> float:
+        """The memory vLLM sees on the instance, in GB: the reported figure where known, else
+        the nominal one."""
+        return round(self.reported_gib * GIB_GB, 3) if self.reported_gib is not None else self.memory_gb
 
 
 @dataclass(frozen=True)
@@ -82,20 +91,23 @@ class GpuSpec:
         return next((p for p in self.amd_partitions if p.name == name), None)
 
 
-def _mig_family(unit_gb: float, names: tuple[str, str, str, str, str, str]) -> tuple[MigProfile, ...]:
+def _mig_family(unit_gb: float, names: tuple[str, str, str, str, str, str],
+                reported: tuple[float | None, ...] = (None,) * 6) -> tuple[MigProfile, ...]:
     """The six MIG profiles shared by A100-80GB, H100-80GB and H100-NVL, scaled by memory slice size.
 
     Geometry and start positions: NVIDIA MIG user guide, "Supported MIG profiles" and
     "A100/H100 MIG profile placement" (1g.Ngb 0-6, 1g.2Ngb 0/2/4/6, 2g 0/2/4, 3g 0/4, 4g 0, 7g 0).
+    `reported`: each profile's `nvidia-smi mig -lgip` memory in GiB, None where unpublished.
     """
     one, one_double, two, three, four, seven = names
+    r = reported
     return (
-        MigProfile(one, 1, 1, unit_gb, (0, 1, 2, 3, 4, 5, 6)),
-        MigProfile(one_double, 1, 2, 2 * unit_gb, (0, 2, 4, 6)),
-        MigProfile(two, 2, 2, 2 * unit_gb, (0, 2, 4)),
-        MigProfile(three, 3, 4, 4 * unit_gb, (0, 4)),
-        MigProfile(four, 4, 4, 4 * unit_gb, (0,)),
-        MigProfile(seven, 7, 8, 8 * unit_gb, (0,)),
+        MigProfile(one, 1, 1, unit_gb, (0, 1, 2, 3, 4, 5, 6), r[0]),
+        MigProfile(one_double, 1, 2, 2 * unit_gb, (0, 2, 4, 6), r[1]),
+        MigProfile(two, 2, 2, 2 * unit_gb, (0, 2, 4), r[2]),
+        MigProfile(three, 3, 4, 4 * unit_gb, (0, 4), r[3]),
+        MigProfile(four, 4, 4, 4 * unit_gb, (0,), r[4]),
+        MigProfile(seven, 7, 8, 8 * unit_gb, (0,), r[5]),
     )
 
 
@@ -108,8 +120,17 @@ def _named_layouts(profiles: tuple[MigProfile, ...], maxima: tuple[int, ...]) ->
 
 # Single-profile maxima per GPU (FACTS.md section 5, from mig-parted config-default.yaml).
 _MIG_MAXIMA = (7, 4, 3, 2, 1, 1)
-_MIG_80 = _mig_family(10, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"))
-_MIG_94 = _mig_family(12, ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"))
+GIB_GB = 1.073741824  # GB in a GiB
+_NAMES_80 = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+_MIG_80 = _mig_family(10, _NAMES_80)  # A100-80GB: no published listing at hand, nominal sizes
+# Reported memory (GiB) per profile, from `nvidia-smi mig -lgip` listings. H100 80GB: 9.75,
+# 19.62, 19.62, 39.50 (jbarrow.ai/field_notes/nvidia-mig); H100 NVL: 10.75, 21.62, 21.62, 46.38
+# (NVIDIA/gpu-operator PR #900 and NVIDIA/mig-parted PR #101, by NVIDIA's maintainers). 4g has
+# the same 4/8 memory fraction as 3g in NVIDIA's profile table, so the same memory (H200's listing
+# shows both at 69.50 GiB). 7g: no listing found, nominal.
+_MIG_H100_80 = _mig_family(10, _NAMES_80, (9.75, 19.62, 19.62, 39.50, 39.50, None))
+_MIG_94 = _mig_family(12, ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
+                      (10.75, 21.62, 21.62, 46.38, 46.38, None))
 
 # MI300X partition modes (AMD Instinct MI300X partitioning guide; FACTS.md section 5):
 # SPX exposes one GPU per device, CPX eight; NPS4 memory mode only together with CPX.
@@ -130,7 +151,7 @@ GPUS: dict[GpuModel, GpuSpec] = {
     ),
     GpuModel.H100_80GB: GpuSpec(
         GpuModel.H100_80GB, Vendor.NVIDIA, 80, 3350, 989, 1979, True,
-        _MIG_80, _named_layouts(_MIG_80, _MIG_MAXIMA),
+        _MIG_H100_80, _named_layouts(_MIG_H100_80, _MIG_MAXIMA),
     ),
     GpuModel.H100_NVL: GpuSpec(
         GpuModel.H100_NVL, Vendor.NVIDIA, 94, 3900, 835, 1671, True,

@@ -70,7 +70,8 @@ def measure(demand: ModelDemand, pool: PoolSpec, kind: SliceKind,
         return None
     return replace(closed, qps=sim.qps, output_tokens_per_s=sim.qps * demand.output_tokens,
                    ttft_tail_s=sim.ttft_tail_s, tpot_tail_s=sim.tpot_tail_s, source="simulated",
-                   closed_form_qps=closed.qps, in_flight=sim.in_flight)
+                   closed_form_qps=closed.qps, in_flight=sim.in_flight,
+                   in_flight_curve=sim.curve)
 
 
 __all__ = ["Sizing", "closed_form", "measure"]

@@ -72,7 +72,7 @@ class SliceKind:
     def memory_gb(self) -> float:
         """Memory the replica may use, over all GPUs of a TP group."""
         if self.mode is SharingMode.MIG:
-            return self.spec.mig_profile(self.mig_profile or "").memory_gb  # type: ignore[union-attr]
+            return self.spec.mig_profile(self.mig_profile or "").usable_gb  # type: ignore[union-attr]
         return self.spec.memory_gb * self.tensor_parallel / self.shares
 
     @property

@@ -57,6 +57,7 @@ PRECISION = 0.02  # relative width of the final bisection bracket
 SEED = 20231116  # the Azure trace's collection date; any fixed value would do
 CONFIRM_STEPS = 8  # rate reductions of 2 x PRECISION each a confirmation run may ask for
 WARMUP_FRACTION = 0.1  # the first arrivals see an empty replica: left out of the percentiles
+CURVE_FRACTIONS = (0.5, 0.75)  # extra runs below the sized rate, for the in-flight curve
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class SimulatedCapacity:
     tpot_tail_s: float
     in_flight: float  # mean running + waiting requests at `qps`
     trials: int  # simulations the search ran
+    # (rate, mean in flight) of the runs at or below `qps`, by rate: how in-flight requests grow
+    # with load (convex: every admitted sequence slows the others), for the autoscaling target.
+    curve: tuple[tuple[float, float], ...] = ()
 
 
 class Unservable(ValueError):
@@ -178,8 +182,12 @@ def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prom
     else:
         raise Unservable(f"no rate holds the tier on a confirmation run (last tried {low:.3g} req/s)")
     _, ttft, tpot, in_flight = run(low)
+    for fraction in CURVE_FRACTIONS:
+        run(low * fraction)
+    curve = tuple(sorted((rate, got[3]) for rate, got in seen.items()
+                         if rate <= low and math.isfinite(got[3])))
     return SimulatedCapacity(qps=low, ttft_tail_s=max(ttft, ttft2), tpot_tail_s=max(tpot, tpot2),
-                             in_flight=in_flight, trials=trials)
+                             in_flight=in_flight, trials=trials, curve=curve)
 
 
 def simulated_capacity(engine: EngineConfig, targets: Targets, percentile: float, mean_prompt: int,
@@ -194,7 +202,9 @@ def simulated_capacity(engine: EngineConfig, targets: Targets, percentile: float
     }
     path = _cache_file(key)
     try:
-        return SimulatedCapacity(**json.loads(path.read_text()))
+        raw = json.loads(path.read_text())
+        raw["curve"] = tuple(tuple(point) for point in raw.get("curve", ()))
+        return SimulatedCapacity(**raw)
     except (OSError, ValueError, TypeError):
         pass
     found = _search(engine, targets, percentile, mean_prompt, mean_output, start_qps)

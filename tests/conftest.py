@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from rtip import offline
 from rtip.offline import Record
@@ -14,6 +15,11 @@ from rtip.stackfile import PROJECT_DIR, load
 from stacks.loader import load_spec
 from stacks.plan import Plan
 from stacks.schema import StackSpec
+
+# Tests check behaviour, never wall-clock time: no per-example deadline (a loaded CI machine
+# would otherwise fail a property test for being slow, not wrong).
+settings.register_profile("rtip", deadline=None)
+settings.load_profile("rtip")
 
 # Upstream CRDs, traces and FACTS.md live in `shared/` beside the checkout (README, Tests).
 SHARED = PROJECT_DIR.parent / "shared"

@@ -49,11 +49,15 @@ def test_trigger_is_the_models_requests_in_flight() -> None:
 
 def test_target_is_in_flight_at_capacity_less_the_headroom() -> None:
     _, cap, _ = _scaling(Tier.STANDARD)
-    # Measured: 40 in flight at the sized rate, 25 % headroom -> 40 / 1.25 = 32 a replica.
-    assert in_flight_target(replace(cap, in_flight=40.0), PROF, 1155, 211, 0.25) == 32.0
+    measured = replace(cap, qps=2.0, in_flight=40.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
+    # 25 % headroom: the load is 2.0 / 1.25 = 1.6 req/s, on the curve 10 + 0.6 x (40 - 10) = 28.
+    assert in_flight_target(measured, PROF, 1155, 211, 0.25) == 28.0
+    # 100 %: 1.0 req/s, a point of the curve; 300 %: 0.5 req/s, on the chord from the origin.
+    assert in_flight_target(measured, PROF, 1155, 211, 1.0) == 10.0
+    assert in_flight_target(measured, PROF, 1155, 211, 3.0) == 5.0
     # Closed form: Little's law, rate x (prefill of the mean prompt + 211 x tail TPOT).
     little = cap.qps * (PROF.prefill_s(1155) + 211 * cap.tpot_tail_s)
-    assert in_flight_target(replace(cap, in_flight=None), PROF, 1155, 211, 0.0) == round(little, 1)
+    assert in_flight_target(replace(cap, in_flight_curve=()), PROF, 1155, 211, 0.0) == round(little, 1)
     # More headroom, a lower target: the fleet scales out earlier.
     assert in_flight_target(cap, PROF, 1155, 211, 0.5) < in_flight_target(cap, PROF, 1155, 211, 0.1)
 

@@ -42,7 +42,7 @@ def test_autoscaling_benchmark_runs_every_policy_on_a_short_trace() -> None:
     bench = _load("autoscaling")
     plan = plan_of("dev")
     trace = poisson(1.0, 300, (1155, 211), seed=3)
-    rows = bench.rows(plan, {"poisson": trace}, 240.0, models=["llama-1b"])
+    rows = bench.rows({"poisson": plan}, {"poisson": trace}, 240.0, models=["llama-1b"])
     assert [r["policy"] for r in rows] == list(bench.POLICIES)
     (mp,) = [m for m in select(plan, "llama-1b")]
     static = next(r for r in rows if r["policy"] == "static-peak")
@@ -52,7 +52,9 @@ def test_autoscaling_benchmark_runs_every_policy_on_a_short_trace() -> None:
         assert 0 <= r["attainment"] <= 1 and r["window_s"] <= 240.0
     # The tutorial's ScaledObject: threshold 5, polling 15 s, the HPA's default behavior.
     spec = bench.tutorial_scaled_object(deployment(plan, mp))
-    assert spec["triggers"][0]["metadata"]["threshold"] == "5" and spec["pollingInterval"] == 15
+    meta = spec["triggers"][0]["metadata"]
+    assert meta["threshold"] == "5" and spec["pollingInterval"] == 15
+    assert meta["query"].startswith("sum(vllm:num_requests_waiting{") and "running" not in meta["query"]
     assert "advanced" not in spec and "fallback" not in spec
 
 

@@ -386,3 +386,13 @@ def test_a_cache_rule_per_toolkit_image_maps_the_pulled_path_onto_docker_hub() -
     assert rules["docker-hub/vllm/vllm-openai"] == "docker.io/vllm/vllm-openai"
     assert rules["docker-hub/rocm/vllm"] == "docker.io/rocm/vllm"
     assert rules["docker-hub/library/ubuntu"] == "docker.io/library/ubuntu"
+
+
+def test_one_cache_rule_per_target_repository() -> None:
+    """The AMD device plugin and node labeller are two tags of docker.io/rocm/k8s-device-plugin
+    (serving/charts.py); ACR refuses a second rule for a target repository that a rule already
+    holds (Azure docs, "Artifact cache in Azure Container Registry"), so there is one."""
+    targets = [r.inputs["targetRepository"]
+               for r in record_of("prod").by_type("azure-native:containerregistry:CacheRule")]
+    assert len(targets) == len(set(targets))
+    assert targets.count("docker-hub/rocm/k8s-device-plugin") == 1

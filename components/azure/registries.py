@@ -112,9 +112,16 @@ class AzureRegistries(pulumi.ComponentResource):
         # Quay and registry.k8s.io with or without a credential set and ECR Public without
         # (Azure docs, "Artifact cache in Azure Container Registry"); these rules pull
         # anonymously. A rule lives on the registry, so every geo-replica serves its cache.
+        # One rule per target repository: two image keys can be tags of one upstream repository
+        # (the AMD device plugin and node labeller), and a second rule for the same target fails
+        # ("the target repository can't already exist").
         rules = []
+        targets: set[tuple[str, str]] = set()
         for key in IMAGES:
             upstream, path = cache_path(key)
+            if (upstream.host, path) in targets:
+                continue
+            targets.add((upstream.host, path))
             rules.append(containerregistry.CacheRule(f"{name}-cache-{key}", containerregistry.CacheRuleArgs(
                 resource_group_name=group.name, registry_name=acr.name,
                 cache_rule_name=f"{upstream.namespace}-{key}",
