@@ -42,6 +42,7 @@ from serving.simulator import (  # noqa: E402
     load_azure_2023,
     simulate,
 )
+from stacks.loader import SpecError  # noqa: E402
 from stacks.naming import MODELS_NAMESPACE  # noqa: E402
 from stacks.plan import Plan, load_plan  # noqa: E402
 from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
@@ -99,16 +100,30 @@ def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
                               "replicas", "time_to_scale")}
 
 
-def plan_for(platform: dict[str, Any], source: str, trace: Trace) -> Plan:
+POOL_SCALES = (1, 2, 3, 4)  # max_nodes multipliers tried when the stated pools cannot hold a trace's mix
+
+
+def plan_for(platform: dict[str, Any], source: str, trace: Trace) -> tuple[Plan, int]:
     """The stack as it would be written for this traffic: every model's `tokens` set to the
     trace's means (the plan sizes replicas from the stated mix, so a trace with longer prompts
-    replayed against a plan for shorter ones measures the mismatch, not the autoscaler)."""
-    raw = copy.deepcopy(platform)
+    replayed against a plan for shorter ones measures the mismatch, not the autoscaler), and its
+    pools' `max_nodes` multiplied by the first of POOL_SCALES that lets that mix plan."""
     mix = {"input_tokens": round(float(trace.prompt_tokens.mean())),
            "output_tokens": round(float(trace.output_tokens.mean()))}
-    for model in raw["models"]:
-        model["tokens"] = dict(mix)
-    return load_plan(raw, source)
+    failure: SpecError | None = None
+    for scale in POOL_SCALES:
+        raw = copy.deepcopy(platform)
+        for model in raw["models"]:
+            model["tokens"] = dict(mix)
+        for region in raw["regions"]:
+            for pool in region.get("gpu_pools", []):
+                pool["max_nodes"] = pool["max_nodes"] * scale
+        try:
+            return load_plan(raw, source), scale
+        except SpecError as err:
+            failure = err
+    assert failure is not None
+    raise failure
 
 
 def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
@@ -153,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     config = load(args.stack)
     traces = {name: load_azure_2023(path) for name, path in TRACES.items()}
-    plans = {name: plan_for(config.platform, config.source, trace) for name, trace in traces.items()}
+    planned = {name: plan_for(config.platform, config.source, trace) for name, trace in traces.items()}
+    plans = {name: plan for name, (plan, _) in planned.items()}
     print(HEADER)
     result = rows(plans, traces, args.window)
     doc = {"stack": args.stack, "window_s": args.window, "router": "least-loaded",
@@ -162,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                                          f"{TUTORIAL_POLLING_S} s, HPA default behavior",
                         "hpa-gpu": f"GPU busy {HPA_TARGET_UTILIZATION:.0%}, HPA default behavior",
                         "knative-kpa": f"KPA defaults, target concurrency {KPA_TARGET_CONCURRENCY:g} x 70%"},
+           "pool_scale": {name: scale for name, (_, scale) in planned.items()},
+           "token_mix": {name: [round(float(t.prompt_tokens.mean())), round(float(t.output_tokens.mean()))]
+                         for name, t in traces.items()},
            "rows": result}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
