@@ -15,15 +15,13 @@ from rich.console import Console
 from rich.table import Table
 
 from rtip import check as policy_check
-from rtip import deploycheck, offline, render, report, weights
+from rtip import deploycheck, render, report, weights
 from rtip import images as region_images
+from rtip.recorded import EXIT_BAD_INPUT, EXIT_ENGINE, record_or_status
 from rtip.simulate import add_parser as add_simulate_parser
 from rtip.stackfile import StackConfig, StackFileError, json_schema, load
 from stacks.loader import SpecError, load_spec
 from stacks.schema import StackSpec
-
-EXIT_BAD_INPUT = 2
-EXIT_ENGINE = 1
 
 
 def _stack(stack: str, err: Console) -> tuple[StackConfig, StackSpec] | None:
@@ -38,21 +36,10 @@ def _stack(stack: str, err: Console) -> tuple[StackConfig, StackSpec] | None:
 
 def _plan(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    try:
-        config = load(args.stack)
-    except StackFileError as problem:
-        err.print(str(problem), markup=False)
-        return EXIT_BAD_INPUT
-    # The program validates and plans the stack itself (stacks.plan.load_plan), once; the record
-    # carries that plan, so the report shows exactly what the resources were built from.
-    try:
-        record = offline.run(config)
-    except offline.ProgramRejected as problem:
-        err.print(str(problem).replace(f"stack {config.stack}: ", f"{config.source}: "), markup=False)
-        return EXIT_BAD_INPUT
-    except offline.EngineError as problem:
-        err.print(f"{config.source}: engine: {problem}", markup=False)
-        return EXIT_ENGINE
+    got = record_or_status(args.stack, err)
+    if isinstance(got, int):
+        return got
+    config, record = got
     # Would it apply, schedule and run: the checks read the record `pulumi up` would apply.
     findings = deploycheck.run_checks(record)
     doc = report.document(record.plan, record, findings)

@@ -32,14 +32,12 @@ from rich.table import Table
 from rtip import offline
 from rtip.deploycheck.graph import cluster_of
 from rtip.deploycheck.images import OPERATOR_TAGGED, image_fields
-from rtip.stackfile import StackFileError, load
+from rtip.recorded import record_or_status
 from serving.charts import IMAGES, UPSTREAMS
 from serving.hardware import Cloud
 from serving.images import NAMESPACE_JOIN, cache_path
 from stacks.schema import StackSpec
 
-EXIT_BAD_INPUT = 2
-EXIT_ENGINE = 1
 # What the AMD operator builds in the cluster and pushes to the region's registry itself.
 BUILT_IN_CLUSTER = ("the AMD GPU operator builds the amdgpu driver image on the cluster and pushes "
                     "it here, tagged <os>-<kernel>-<driver version> (ROCm/gpu-operator v1.5.1)")
@@ -159,19 +157,10 @@ def _print(doc: dict[str, Any]) -> None:
 
 def run_command(stack: str, as_json: bool) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    try:
-        config = load(stack)
-    except StackFileError as problem:
-        err.print(str(problem), markup=False)
-        return EXIT_BAD_INPUT
-    try:
-        record = offline.run(config)
-    except offline.ProgramRejected as problem:
-        err.print(str(problem).replace(f"stack {config.stack}: ", f"{config.source}: "), markup=False)
-        return EXIT_BAD_INPUT
-    except offline.EngineError as problem:
-        err.print(f"{config.source}: engine: {problem}", markup=False)
-        return EXIT_ENGINE
+    got = record_or_status(stack, err)
+    if isinstance(got, int):
+        return got
+    _, record = got
     doc = document(record)
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
