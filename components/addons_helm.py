@@ -77,12 +77,15 @@ def namespace(name: str, ns: str, level: str, parent: pulumi.Resource,
     return made
 
 
-def helm_release(name: str, key: ChartKey, ns: str, values: dict[str, Any], parent: pulumi.Resource,
-                 provider: k8s.Provider, after: list[pulumi.Resource]) -> k8s.helm.v3.Release:
-    """A release of a pinned chart; `after` are the resources it must not start before."""
+def helm_release(name: str, key: ChartKey, ns: str, values: pulumi.Input[dict[str, Any]],
+                 parent: pulumi.Resource, provider: k8s.Provider, after: list[pulumi.Resource],
+                 release: str | None = None) -> k8s.helm.v3.Release:
+    """A release of a pinned chart; `after` are the resources it must not start before.
+    `release` names the Helm release where one chart is installed more than once in a namespace
+    (default: the chart's name)."""
     pinned = chart(key)
     return k8s.helm.v3.Release(name, k8s.helm.v3.ReleaseArgs(
-        name=pinned.name,
+        name=release or pinned.name,
         chart=pinned.reference,
         version=pinned.version,
         repository_opts=None if pinned.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=pinned.repo),

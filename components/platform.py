@@ -17,12 +17,13 @@ from components.azure.identity import AzureModelIdentity
 from components.azure.registries import AzureRegistries
 from components.cluster import KubernetesCluster
 from components.contract import ClusterFacts, RegionStore
+from components.gateway import Gateway
 from components.gcp.cluster import GcpCluster, gcp_provider
 from components.gcp.identity import GcpModelIdentity
 from components.gcp.registries import GcpRegistries
 from components.kit import CloudKit
 from components.models import ModelDeployment
-from components.namespaces import MODELS_NAMESPACE, ClusterNamespaces
+from components.namespaces import MODELS_NAMESPACE, SYSTEM_NAMESPACE, ClusterNamespaces
 from serving.hardware import Cloud
 from serving.netpol import ClusterNetwork
 from stacks.plan import Plan, RegionPlan
@@ -59,6 +60,10 @@ class Platform(pulumi.ComponentResource):
         }, opts)
         self.clusters = []
         self.stores = {}
+        # Each tenant's API key: the secret config value its `api_key_secret` names (`pulumi config
+        # set --secret`); read once, only ever carried as a secret Output.
+        config = pulumi.Config()
+        self.tenant_keys = {t.name: config.require_secret(t.api_key_secret) for t in plan.spec.tenants}
         for cloud in dict.fromkeys(r.cloud for r in plan.regions):
             self._cloud(name, plan, KITS[cloud], plan.regions_of(cloud))
         self.clusters.sort(key=lambda c: [r.name for r in plan.regions].index(c.region))
@@ -93,6 +98,11 @@ class Platform(pulumi.ComponentResource):
                 ModelDeployment(f"{region.cluster}-model-{model.model}", model, cluster.facts,
                                 addons.releases, models_ns, opts=on_cluster,
                                 store=stores[region.name], digests=plan.spec.registries.digests)
+            # The front door last: its pools select the model servers deployed above.
+            Gateway(f"{region.cluster}-gateway", cluster.facts, plan.posture, plan.spec.tenants,
+                    self.tenant_keys, [m.model for m in region.models], addons.releases,
+                    [namespaces.namespaces[SYSTEM_NAMESPACE]], models_ns, opts=on_cluster,
+                    store=stores[region.name], digests=plan.spec.registries.digests)
             self.clusters.append(cluster.facts)
 
 

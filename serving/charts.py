@@ -27,6 +27,11 @@ class ChartKey(StrEnum):
     KSERVE_LOCALMODEL = "kserve-localmodel-resources"
     KARPENTER_CRD = "karpenter-crd"
     KARPENTER = "karpenter"
+    GATEWAY_CRDS = "gateway-crds-helm"
+    GATEWAY = "gateway-helm"
+    AI_GATEWAY_CRDS = "ai-gateway-crds-helm"
+    AI_GATEWAY = "ai-gateway-helm"
+    INFERENCE_POOL = "inferencepool"
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,17 @@ CHARTS: dict[ChartKey, Chart] = {
     # EKS node autoscaling (FACTS.md section 9; ../shared/charts/karpenter*/1.14.1).
     ChartKey.KARPENTER_CRD: Chart("karpenter-crd", "oci://public.ecr.aws/karpenter", "1.14.1"),
     ChartKey.KARPENTER: Chart("karpenter", "oci://public.ecr.aws/karpenter", "1.14.1"),
+    # The front door (serving/gateway.py): Envoy Gateway, its CRDs (Gateway API standard channel
+    # and Envoy Gateway's own) in their own chart as its docs advise, the Envoy AI Gateway
+    # controller as its InferencePool extension server, and the Inference Extension's pool chart
+    # with the endpoint picker (../shared/charts/SOURCES.md: gateway-helm v1.9.0, ai-gateway-helm
+    # v1.1.0, inferencepool v1.5.0; FACTS.md section 6).
+    ChartKey.GATEWAY_CRDS: Chart("gateway-crds-helm", "oci://docker.io/envoyproxy", "v1.9.0"),
+    ChartKey.GATEWAY: Chart("gateway-helm", "oci://docker.io/envoyproxy", "v1.9.0"),
+    ChartKey.AI_GATEWAY_CRDS: Chart("ai-gateway-crds-helm", "oci://docker.io/envoyproxy", "v1.1.0"),
+    ChartKey.AI_GATEWAY: Chart("ai-gateway-helm", "oci://docker.io/envoyproxy", "v1.1.0"),
+    ChartKey.INFERENCE_POOL: Chart("inferencepool", "oci://registry.k8s.io/gateway-api-inference-extension/charts",
+                                   "v1.5.0"),
 }
 
 
@@ -111,6 +127,22 @@ IMAGES: dict[str, Image] = {
     # image); the tag is one the rocm/vllm repository lists, vLLM 0.11.2 on ROCm 7.0.0.
     "vllm-openai": Image("docker.io/vllm/vllm-openai", "v0.11.0"),
     "vllm-rocm": Image("docker.io/rocm/vllm", "rocm7.0.0_vllm_0.11.2_20251210"),
+    # The front door (serving/gateway.py). Envoy Gateway and its rate-limit service as gateway-helm
+    # v1.9.0's values name them (global.images); the proxy as Envoy Gateway v1.9.0's built-in
+    # default (api/v1alpha1 shared_types.go DefaultEnvoyProxyImage, beside DefaultRateLimitImage
+    # 17b1956c): named here so it is pulled from the region's registry too.
+    "envoy-gateway": Image("docker.io/envoyproxy/gateway", "v1.9.0"),
+    "envoy-ratelimit": Image("docker.io/envoyproxy/ratelimit", "17b1956c"),
+    "envoy-proxy": Image("docker.io/envoyproxy/envoy", "distroless-v1.39.0"),
+    # The Envoy AI Gateway controller and its ext_proc, at the chart's release (its values leave
+    # the tag to the appVersion, a placeholder at the tag: SOURCES.md).
+    "ai-gateway-controller": Image("docker.io/envoyproxy/ai-gateway-controller", "v1.1.0"),
+    "ai-gateway-extproc": Image("docker.io/envoyproxy/ai-gateway-extproc", "v1.1.0"),
+    # The endpoint picker as inferencepool v1.5.0's values name it (inferenceExtension.image).
+    "epp": Image("registry.k8s.io/gateway-api-inference-extension/epp", "v1.5.0"),
+    # The rate-limit counters' store: Valkey (BSD-licensed Redis fork, Redis protocol), pinned
+    # by release. Not rechecked against the newest patch: recheck before promoting.
+    "ratelimit-redis": Image("docker.io/valkey/valkey", "8.0.2"),
 }
 
 # The public registries the toolkit's images come from, and how each cloud's cache reaches them.

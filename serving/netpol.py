@@ -148,6 +148,17 @@ IDENTITY: dict[Cloud, tuple[tuple[str, Port], ...]] = {
 }
 PROMETHEUS = everyone(MONITORING)
 MODEL_SERVERS = Pods(MODELS, exists=(MODEL_POD,))
+ENDPOINT_PICKERS = Pods(MODELS, exists=("inferencepool",))
+# The gateway's proxies and the port they listen on (443 shifted by 10000, serving/gateway.py).
+PROXIES = Pods(SYSTEM, (("app.kubernetes.io/name", "envoy"),))
+PROXY_PORT = 10443
+# The gateway's pods that call the Kubernetes API (the proxies, rate limiter and Redis do not):
+# Envoy Gateway's controller (gateway-helm selector `control-plane: envoy-gateway`), its certgen
+# Job (`app: certgen`, writes the control plane's TLS Secrets) and the AI Gateway controller
+# (ai-gateway-helm selectorLabels `app.kubernetes.io/name: ai-gateway-helm`).
+GATEWAY_API_CLIENTS = (Pods(SYSTEM, (("control-plane", "envoy-gateway"),)),
+                       Pods(SYSTEM, (("app", "certgen"),)),
+                       Pods(SYSTEM, (("app.kubernetes.io/name", "ai-gateway-helm"),)))
 
 FLOWS: tuple[Flow, ...] = (
     # Name resolution: CoreDNS/kube-dns pods carry k8s-app=kube-dns on EKS, GKE and AKS.
@@ -175,6 +186,16 @@ FLOWS: tuple[Flow, ...] = (
     Flow(PROMETHEUS, Pods(KUBE_SYSTEM, (("k8s-app", "kube-dns"),)), tcp(9153)),
     # Inference requests: from the gateway's namespace only.
     Flow(everyone(GATEWAY_NAMESPACE), MODEL_SERVERS, tcp(VLLM_PORT)),
+    # The front door (serving/gateway.py) runs whole in the gateway's namespace: Envoy Gateway's
+    # controller, its proxies (xDS 18000), its rate-limit service (rate-limit xDS 18001, gRPC from
+    # the proxies), the Redis it counts in (6379), the AI Gateway controller (extension server
+    # 1063, its webhook, the proxies' ext_proc). They call each other on these and more ports.
+    Flow(everyone(GATEWAY_NAMESPACE), everyone(GATEWAY_NAMESPACE), ()),
+    # The proxies ask each model's endpoint picker over ext_proc (inferencepool
+    # inferenceExtension.extProcPort 9002); its pods carry `inferencepool: <model>-epp`.
+    Flow(Pods(GATEWAY_NAMESPACE, (("app.kubernetes.io/name", "envoy"),)), ENDPOINT_PICKERS, tcp(9002)),
+    # The picker scrapes vLLM's /metrics (queue, KV cache) on the serving port.
+    Flow(ENDPOINT_PICKERS, MODEL_SERVERS, tcp(VLLM_PORT)),
 )
 
 # Admission webhooks and aggregated APIs the API server calls (ports from the charts).
@@ -194,6 +215,9 @@ WEBHOOKS: tuple[tuple[Pods, tuple[Port, ...]], ...] = (
     (everyone(MONITORING), tcp(10250)),
     # AMD GPU operator v1.5.1's KMM subchart: webhook-server containerPort 9443.
     (Pods(AMD, (("control-plane", "webhook-server"),)), tcp(9443)),
+    # The AI Gateway controller's mutating webhook (ai-gateway-helm controller.mutatingWebhook.port
+    # 9443) and Envoy Gateway's topology injector, served by its controller on 9443.
+    (everyone(SYSTEM), tcp(9443)),
 )
 
 
@@ -202,6 +226,11 @@ def outside(net: ClusterNetwork) -> tuple[Outside, ...]:
     beyond = (str(net.cidr),)
     rows: list[Outside] = [Outside(everyone(ns), tcp(443), net.apiserver()) for ns in API_CLIENTS]
     rows += [Outside(pods, ports, None, ingress=True) for pods, ports in WEBHOOKS]
+    # Clients reach the gateway's proxies through the load balancer, which keeps their address
+    # (externalTrafficPolicy Local); whether it faces the internet is the posture's call.
+    rows.append(Outside(PROXIES, tcp(PROXY_PORT), None, ingress=True))
+    # Each endpoint picker watches its InferencePool and the pool's pods.
+    rows += [Outside(p, tcp(443), net.apiserver()) for p in (ENDPOINT_PICKERS, *GATEWAY_API_CLIENTS)]
     # Prometheus scrapes every kubelet (10250, cAdvisor too) and node-exporter (9100).
     rows.append(Outside(PROMETHEUS, tcp(10250, 9100), None))
     for pods in (MODEL_SERVERS, everyone(DOWNLOAD_JOBS)):
@@ -295,8 +324,11 @@ def _policy(ns: str, name: str, selector: dict[str, Any], spec: dict[str, Any]) 
     }
 
 
-__all__ = ["AMD", "ANYWHERE", "API_CLIENTS", "CERT_MANAGER", "DENY_ALL", "DNS", "DOWNLOAD_JOBS", "FLOWS",
+__all__ = ["AMD", "ANYWHERE", "API_CLIENTS", "CERT_MANAGER", "DENY_ALL", "DNS", "DOWNLOAD_JOBS",
+           "ENDPOINT_PICKERS", "FLOWS",
+           "GATEWAY_API_CLIENTS",
            "GATEWAY_NAMESPACE", "GOVERNED", "IDENTITY", "KEDA", "KSERVE", "KUBE_SYSTEM", "MODELS",
-           "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PROMETHEUS_PORT", "SYSTEM",
+           "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PROMETHEUS_PORT", "PROXIES",
+           "PROXY_PORT", "SYSTEM",
            "WEBHOOKS", "ClusterNetwork", "Flow", "Outside", "Pods", "Port", "namespace_policies",
            "outside", "tcp"]

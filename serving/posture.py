@@ -6,13 +6,18 @@ same way on all three clouds. tests/test_posture.py walks every row through ever
 Why each row is what it is:
 - dev is cheap and disposable: one NAT, no deletion protection, Google/AWS/Microsoft-managed keys,
   a public API endpoint limited to the stack's listed networks, no control-plane SLA, single
-  controller replicas, short metrics retention.
+  controller replicas, short metrics retention; the model gateway on a public load balancer (API
+  keys and TLS still required) so experiments need no VPN.
 - staging rehearses prod's failure modes (a zone lost takes only its own NAT; controllers run two
   replicas so a drain does not stop scaling; secrets are encrypted with a customer key as in prod)
   but stays easy to tear down and reachable from the CI network.
 - prod adds deletion protection, customer keys on registries and weights stores, a private API
   endpoint only, the paid control-plane tiers with an uptime SLA, and replication with a time
   commitment (S3 RTC, GCS turbo replication, GZRS on Azure).
+- staging and prod put the model gateway on an internal load balancer: callers are services in
+  the organisation's networks, and an endpoint the internet cannot reach cannot be abused even
+  with a leaked key; staging does as prod so the path it rehearses is the same. dev's is public
+  (API keys and TLS still required) so experiments need no VPN.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Posture:
     replication_sla: bool  # replication with a time commitment (S3 RTC, GCS turbo, Azure GZRS)
     stable_channel: bool  # GKE STABLE release channel (else REGULAR)
     min_zones: int  # zones every region needs so one can be lost
+    public_gateway: bool  # the model gateway's load balancer faces the internet (else internal)
 
 
 POSTURES: dict[Environment, Posture] = {
@@ -49,18 +55,21 @@ POSTURES: dict[Environment, Posture] = {
         secrets_customer_key=False, stores_customer_key=False, private_api=False,
         control_plane_sla=False, controller_replicas=1, metrics_retention_days=3,
         replication_sla=False, stable_channel=False, min_zones=1,
+        public_gateway=True,
     ),
     Environment.STAGING: Posture(
         Environment.STAGING, nat_per_zone=True, deletion_protection=False,
         secrets_customer_key=True, stores_customer_key=False, private_api=False,
         control_plane_sla=True, controller_replicas=2, metrics_retention_days=7,
         replication_sla=False, stable_channel=False, min_zones=2,
+        public_gateway=False,
     ),
     Environment.PROD: Posture(
         Environment.PROD, nat_per_zone=True, deletion_protection=True,
         secrets_customer_key=True, stores_customer_key=True, private_api=True,
         control_plane_sla=True, controller_replicas=2, metrics_retention_days=15,
         replication_sla=True, stable_channel=True, min_zones=2,
+        public_gateway=False,
     ),
 }
 

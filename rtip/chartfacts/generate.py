@@ -43,6 +43,27 @@ HEADER_CONDITIONS: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
+# Keys a values.yaml documents by a link in a comment rather than by example: the chart passes the
+# map through whole (gateway-helm renders `config.envoyGateway` into its EnvoyGateway ConfigMap).
+# (folder, the comment that must still be in values.yaml, the keys) -> recorded as commented keys.
+# The keys are fields of the EnvoyGateway API type the link names (rateLimit, extensionManager).
+REFERENCED_KEYS: tuple[tuple[str, str, tuple[tuple[str, ...], ...]], ...] = (
+    ("gateway-helm", "https://gateway.envoyproxy.io/docs/api/extension_types/#envoygateway",
+     (("config", "envoyGateway", "rateLimit"), ("config", "envoyGateway", "extensionManager"))),
+)
+
+
+def referenced_keys(folder: str, text: str) -> list[list[str]]:
+    found: list[list[str]] = []
+    for name, comment, keys in REFERENCED_KEYS:
+        if name != folder:
+            continue
+        if comment not in text:
+            raise ValueError(f"{folder}/values.yaml no longer says {comment!r}: recheck REFERENCED_KEYS")
+        found += [list(k) for k in keys]
+    return found
+
+
 class _CrdLoader(yaml.CSafeLoader):
     """kube-prometheus-stack's alertmanagerconfigs CRD has bare `- =` enum items (SOURCES.md)."""
 
@@ -234,7 +255,9 @@ def chart_facts(version_dir: Path) -> dict[str, Any]:
         "dependencies": deps,
         "crds": crds,
         "values": _jsonable(values) if values else {},
-        "commentedKeys": commented_keys(values_path.read_text(), values) if values_path.exists() else [],
+        "commentedKeys": sorted(commented_keys(values_path.read_text(), values)
+                                + referenced_keys(folder, values_path.read_text()))
+        if values_path.exists() else [],
         "schema": (version_dir / "values.schema.json").exists(),
     }
 

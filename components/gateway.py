@@ -1,0 +1,251 @@
+"""Gateway: one cluster's front door, applied from serving/gateway.py's bodies.
+
+Envoy Gateway (CRDs, then the controller), the Envoy AI Gateway controller as its InferencePool
+extension server, the rate-limit counters' Redis, a private CA and the listener's certificate from
+cert-manager, the Gateway itself, and per model an InferencePool with its endpoint picker, an
+HTTPRoute, a SecurityPolicy naming the tenants allowed that model, and one per-tenant rate limit
+over every route. Each tenant's API key is the Pulumi secret its `api_key_secret` names,
+materialised only as a Kubernetes Secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.addons_helm import helm_release, ready
+from components.contract import ClusterFacts, RegionStore
+from serving import gateway as gw
+from serving import gateway_charts as charts
+from serving.charts import ChartKey, image
+from serving.images import RegionalRegistry
+from serving.netpol import GATEWAY_NAMESPACE, MODELS
+from serving.posture import Posture
+
+# The Inference Extension's CRDs ship in no Helm chart (kubectl apply of the release manifests):
+# vendored from ../shared/crds (InferencePool v1.6.0; InferenceObjective v1.5.0, which the v1.5.0
+# endpoint picker watches), applied as objects before any pool chart.
+CRD_DIR = Path(__file__).resolve().parents[1] / "serving" / "data" / "crds"
+CRD_FILES = (
+    "inference.networking.k8s.io_inferencepools.yaml",
+    "inference.networking.x-k8s.io_inferenceobjectives.yaml",
+)
+
+
+def crd_documents() -> list[dict[str, Any]]:
+    return [yaml.safe_load((CRD_DIR / f).read_text()) for f in CRD_FILES]
+
+
+class Gateway(pulumi.ComponentResource):
+    """`tenants` are the stack's; `models` the models planned on this cluster; `releases` the
+    add-ons' (cert-manager issues the certificates); `system` and `models_after` what the
+    gateway's and the pools' pods wait for (their namespaces and policies)."""
+
+    def __init__(
+        self,
+        name: str,
+        cluster: ClusterFacts,
+        env: Posture,
+        tenants: Sequence[gw.Tenant],
+        secrets: Mapping[str, pulumi.Output[str]],
+        models: Sequence[str],
+        releases: Mapping[ChartKey, pulumi.Resource],
+        system: Sequence[pulumi.Resource],
+        models_after: Sequence[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        store: RegionStore | None = None,
+        digests: Mapping[str, str] | None = None,
+    ) -> None:
+        routed = {m: gw.allowed(tenants, m) for m in models}
+        served = [m for m in models if routed[m]]
+        notes = [
+            f"model {m}: no tenant may call it, so it gets no route" for m in models if not routed[m]
+        ]
+        notes += gw.unenforced_token_limits(tenants)
+        super().__init__(
+            "rtip:k8s:Gateway",
+            name,
+            {
+                "cluster": cluster.name,
+                "public": env.public_gateway,
+                "routes": served,
+                "hostnames": charts.hostnames(cluster.name),
+                "notes": notes,
+            },
+            opts,
+        )
+        self._provider = cluster.provider
+        self._name = name
+        pins = dict(digests or {})
+
+        def values(build: Any) -> pulumi.Input[dict[str, Any]]:
+            """Chart values whose images come from the region's registry once its root is known."""
+            if store is None:
+                return build(image)
+            return store.image_registry.apply(
+                lambda root: build(
+                    lambda key: RegionalRegistry(root, store.cloud, pins).ref(key, f"gateway {key}")
+                )
+            )
+
+        sys_ready = ready(list(system))
+        replicas = env.controller_replicas
+        crds = helm_release(
+            f"{name}-gateway-crds",
+            ChartKey.GATEWAY_CRDS,
+            GATEWAY_NAMESPACE,
+            charts.gateway_crds_values(),
+            self,
+            self._provider,
+            sys_ready,
+        )
+        ai_crds = helm_release(
+            f"{name}-ai-gateway-crds",
+            ChartKey.AI_GATEWAY_CRDS,
+            GATEWAY_NAMESPACE,
+            {},
+            self,
+            self._provider,
+            sys_ready,
+        )
+        ai = helm_release(
+            f"{name}-ai-gateway",
+            ChartKey.AI_GATEWAY,
+            GATEWAY_NAMESPACE,
+            values(lambda images: charts.ai_gateway_values(images, replicas)),
+            self,
+            self._provider,
+            [*sys_ready, ai_crds, crds],
+        )
+        if store is None:
+            redis_deploy, redis_svc = (
+                self._object(b, sys_ready) for b in charts.redis(image("ratelimit-redis"))
+            )
+        else:
+            redis_deploy, redis_svc = self._redis(store, pins, sys_ready)
+        eg = helm_release(
+            f"{name}-envoy-gateway",
+            ChartKey.GATEWAY,
+            GATEWAY_NAMESPACE,
+            values(lambda images: charts.gateway_values(images, replicas)),
+            self,
+            self._provider,
+            [*sys_ready, crds, ai, redis_deploy, redis_svc],
+        )
+        certs = [
+            self._custom(b, [releases[ChartKey.CERT_MANAGER], *sys_ready])
+            for b in charts.certificates(cluster.name)
+        ]
+        pool_crds = [self._crd(doc) for doc in crd_documents()]
+        on_gateway = [crds, eg, *sys_ready]
+        proxy = self._custom(gw.envoy_proxy(cluster.cloud, env.public_gateway, replicas), on_gateway)
+        klass = self._custom(gw.gateway_class(), [*on_gateway, proxy])
+        gateway = self._custom(gw.gateway(), [*on_gateway, klass, certs[-1]])
+        self._custom(gw.client_traffic_policy(), [*on_gateway, gateway])
+        callers = sorted({t for m in served for t in routed[m]})
+        keys = [self._secret(t, secrets[t], sys_ready) for t in callers]
+        if served:
+            self._custom(gw.reference_grant(), [crds, *models_after])
+        routes = []
+        for m in served:
+            pool = helm_release(
+                f"{name}-pool-{m}",
+                ChartKey.INFERENCE_POOL,
+                MODELS,
+                values(lambda images, m=m: charts.inference_pool_values(m, images, replicas)),
+                self,
+                self._provider,
+                [*pool_crds, *models_after],
+                release=m,
+            )
+            route = self._custom(gw.http_route(m), [*on_gateway, gateway, pool])
+            self._custom(gw.security_policy(m, routed[m]), [*on_gateway, route, *keys])
+            routes.append(route)
+        if served:
+            self._custom(
+                gw.rate_limit_policy(served, [t for t in tenants if t.name in callers]),
+                [*on_gateway, *routes],
+            )
+        self.register_outputs({})
+
+    def _redis(
+        self, store: RegionStore, pins: dict[str, str], after: list[pulumi.Resource]
+    ) -> tuple[pulumi.Resource, pulumi.Resource]:
+        ref = store.image_registry.apply(
+            lambda root: RegionalRegistry(root, store.cloud, pins).ref(
+                "ratelimit-redis", "gateway redis"
+            )
+        )
+        deployment, service = charts.redis("{image}")
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        spec = ref.apply(
+            lambda r: {
+                **deployment["spec"],
+                "template": {
+                    **deployment["spec"]["template"],
+                    "spec": {
+                        **deployment["spec"]["template"]["spec"],
+                        "containers": [{**container, "image": r}],
+                    },
+                },
+            }
+        )
+        return self._object({**deployment, "spec": spec}, after), self._object(service, after)
+
+    def _opts(self, after: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=list(after))
+
+    def _object(self, body: dict[str, Any], after: Sequence[pulumi.Resource]) -> pulumi.Resource:
+        meta = body["metadata"]
+        name = f"{self._name}-{meta['name'].removeprefix('rtip-')}"
+        args = k8s.meta.v1.ObjectMetaArgs(**meta)
+        if body["kind"] == "Deployment":
+            return k8s.apps.v1.Deployment(
+                f"{name}-deploy", metadata=args, spec=body["spec"], opts=self._opts(after)
+            )
+        return k8s.core.v1.Service(
+            f"{name}-svc", metadata=args, spec=body["spec"], opts=self._opts(after)
+        )
+
+    def _secret(
+        self, tenant: str, key: pulumi.Output[str], after: Sequence[pulumi.Resource]
+    ) -> pulumi.Resource:
+        body = gw.tenant_secret(tenant)
+        return k8s.core.v1.Secret(
+            f"{self._name}-key-{tenant}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(**body["metadata"]),
+            type=body["type"],
+            string_data={tenant: pulumi.Output.secret(key)},
+            opts=self._opts(after),
+        )
+
+    def _crd(self, doc: dict[str, Any]) -> pulumi.Resource:
+        return k8s.apiextensions.v1.CustomResourceDefinition(
+            f"{self._name}-crd-{doc['spec']['names']['plural']}-{doc['spec']['group'].split('.')[-2]}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=doc["metadata"]["name"], annotations=doc["metadata"].get("annotations")
+            ),
+            spec=doc["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=self._provider),
+        )
+
+    def _custom(self, body: dict[str, Any], after: Sequence[pulumi.Resource]) -> pulumi.Resource:
+        meta = body["metadata"]
+        short = {"Issuer": "issuer", "Certificate": "cert"}.get(body["kind"], body["kind"].lower())
+        return k8s.apiextensions.CustomResource(
+            f"{self._name}-{short}-{meta['name']}",
+            api_version=body["apiVersion"],
+            kind=body["kind"],
+            metadata=meta,
+            spec=body["spec"],
+            opts=self._opts(after),
+        )
+
+
+__all__ = ["CRD_FILES", "Gateway", "crd_documents"]
