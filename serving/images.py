@@ -38,10 +38,20 @@ VENDOR_IMAGES: dict[Vendor, tuple[str, ...]] = {
 # The toolkit images a cluster with NVMe GPU pools runs for its local model cache: the node
 # preparation DaemonSet (serving/nodeprep.py).
 CACHE_IMAGES: tuple[str, ...] = ("node-prep",)
+# The front door every cluster runs (serving/gateway.py): Envoy Gateway, its proxy and rate-limit
+# service, the AI Gateway controller and ext_proc, the endpoint picker and the counters' store.
+GATEWAY_IMAGES: tuple[str, ...] = ("envoy-gateway", "envoy-proxy", "envoy-ratelimit", "ai-gateway-controller",
+                                   "ai-gateway-extproc", "epp", "ratelimit-redis")
 # Images whose consumer takes a repository and a tag apart and joins them with `:`, so no digest
 # can be pulled: the AMD operator's controller (gpu-operator-charts v1.5.1,
 # templates/deployment.yaml: `image: {{ ...manager.image.repository }}:{{ ...manager.image.tag
 # | default .Chart.AppVersion }}`).
+# Images a stack mirrors into repositories of its own unless it says otherwise
+# (`registries.images`): the Docker Hub ones every region may run, because an ECR pull-through
+# cache reaches Docker Hub only with a login (the endpoint picker, on registry.k8s.io, needs none).
+MIRRORED_BY_DEFAULT: tuple[str, ...] = (
+    "vllm-openai", "vllm-rocm", "node-prep", "envoy-gateway", "envoy-proxy", "envoy-ratelimit",
+    "ai-gateway-controller", "ai-gateway-extproc", "ratelimit-redis")
 TAG_ONLY: dict[str, str] = {
     "amd-gpu-operator": "the gpu-operator-charts v1.5.1 Deployment joins "
                         "controllerManager.manager.image.repository and .tag with ':'",
@@ -49,9 +59,10 @@ TAG_ONLY: dict[str, str] = {
 
 
 def region_image_keys(vendors: Iterable[Vendor], nvme: bool) -> tuple[str, ...]:
-    """The toolkit images a region runs: per GPU vendor of its pools, and the cache's when any
-    pool has local NVMe."""
-    keys = {k for v in vendors for k in VENDOR_IMAGES[v]} | (set(CACHE_IMAGES) if nvme else set())
+    """The toolkit images a region runs: the front door's, per GPU vendor of its pools, and the
+    cache's when any pool has local NVMe."""
+    keys = ({k for v in vendors for k in VENDOR_IMAGES[v]} | set(GATEWAY_IMAGES)
+            | (set(CACHE_IMAGES) if nvme else set()))
     return tuple(sorted(keys))
 
 
@@ -141,5 +152,6 @@ def cache_path(key: str) -> tuple[Upstream, str]:
     return ref.upstream, ref.path
 
 
-__all__ = ["CACHE_IMAGES", "DIGEST_PATTERN", "NAMESPACE_JOIN", "TAG_ONLY", "VENDOR_IMAGES", "ImageRef",
-           "RegionalRegistry", "cache_path", "parse", "region_image_keys", "regional_ref", "upstreams_of"]
+__all__ = ["CACHE_IMAGES", "DIGEST_PATTERN", "GATEWAY_IMAGES", "MIRRORED_BY_DEFAULT", "NAMESPACE_JOIN",
+           "TAG_ONLY", "VENDOR_IMAGES", "ImageRef", "RegionalRegistry", "cache_path", "parse",
+           "region_image_keys", "regional_ref", "upstreams_of"]

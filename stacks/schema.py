@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from pydantic_core import PydanticCustomError
 
+from serving.images import MIRRORED_BY_DEFAULT
 from serving.models import Quantization
 from stacks.schema_deployer import (
     DEPLOYER_PATTERN_WORDS,
@@ -317,14 +318,15 @@ class RegistriesSpec(_Spec):
         default="rtip", description=(
             "Starts every bucket and registry name (default rtip); bucket names are global, so "
             "give each organisation its own."))
-    images: list[Name] = Field(default_factory=lambda: ["vllm-openai", "vllm-rocm", "node-prep"],
+    images: list[Name] = Field(default_factory=lambda: list(MIRRORED_BY_DEFAULT),
                                min_length=1,
                                json_schema_extra=UNIQUE,
                                description=(
         "Toolkit images (keys of serving/charts.py IMAGES) the stack keeps in repositories of its own "
         "where no cache can pull them without a credential (ECR: docker.io and ghcr.io without "
         "`upstream_credentials`), replicated into every region and filled by a mirror step "
-        "(default: vllm-openai, vllm-rocm, and node-prep, which NVMe GPU pools run)."))
+        "(default: the Docker Hub images a region may run: both vLLM builds, node-prep for NVMe "
+        "pools, and the front door's Envoy, AI Gateway and Valkey images)."))
     weights_versions_kept: Count = Field(default=3, ge=1, description=(
         "Published weights versions kept per model, the current one included (default 3)."))
     digests: dict[str, str] = Field(default_factory=dict, description=(

@@ -68,9 +68,13 @@ def stack_doc(stack: str) -> dict:
 
 
 def write_stack(tmp_path: Path, platform: object, name: str = "t", extra: dict | None = None) -> Path:
-    """A stack file anywhere on disk whose `rtip:platform` is `platform`."""
+    """A stack file anywhere on disk whose `rtip:platform` is `platform`, with a `secure:` value
+    for every tenant key it names (the gateway reads them; `extra` may override any)."""
     path = tmp_path / f"Pulumi.{name}.yaml"
-    path.write_text(yaml.safe_dump({"config": {"rtip:platform": platform, **(extra or {})}}))
+    tenants = platform.get("tenants", []) if isinstance(platform, dict) else []
+    keys = {f"rtip:{t['api_key_secret']}": {"secure": "v1:test-placeholder"} for t in tenants
+            if isinstance(t, dict) and isinstance(t.get("api_key_secret"), str)}
+    path.write_text(yaml.safe_dump({"config": {"rtip:platform": platform, **keys, **(extra or {})}}))
     return path
 
 

@@ -119,10 +119,12 @@ def test_an_aws_image_no_cache_can_fetch_and_nobody_mirrors_is_named(tmp_path, c
 
 def _image_fields(doc, path=""):
     """Every image a document names, read independently of rtip/deploycheck: `image` strings,
-    operator CRD fields named `<x>Image`, and Helm `{repository, tag}` maps."""
+    operator CRD fields named `<x>Image`, and Helm `{repository, tag}` maps, with the registry
+    in front where the map names one apart (inferencepool v1.5.0: `{registry, repository, tag}`)."""
     if isinstance(doc, dict):
         if isinstance(doc.get("repository"), str) and "tag" in doc:
-            yield path, f"{doc['repository']}:{doc['tag']}"
+            head = f"{doc['registry']}/" if isinstance(doc.get("registry"), str) else ""
+            yield path, f"{head}{doc['repository']}:{doc['tag']}"
         for k, v in doc.items():
             if (k == "image" or k.endswith("Image")) and isinstance(v, str):
                 yield f"{path}.{k}", v

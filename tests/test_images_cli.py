@@ -36,11 +36,15 @@ def test_each_region_lists_the_images_its_pools_run(prod) -> None:
     # NC40ads_H100_v5) run vLLM's CUDA image and node preparation; eastus's MI300X pool adds
     # the ROCm vLLM image, the AMD operator's images and the driver image the operator builds.
     assert list(prod) == ["us-east-1", "us-west-2", "us-central1", "eastus"]
+    # Every cluster runs the front door: Envoy Gateway, its proxy and rate-limit service, the AI
+    # Gateway controller and ext_proc, the endpoint picker and Valkey (components/gateway.py).
+    gateway = {"envoy-gateway", "envoy-proxy", "envoy-ratelimit", "ai-gateway-controller",
+               "ai-gateway-extproc", "epp", "ratelimit-redis"}
     for region in ("us-east-1", "us-west-2", "us-central1"):
-        assert _keys(prod[region]) == {"vllm-openai", "node-prep"}, region
+        assert _keys(prod[region]) == {"vllm-openai", "node-prep"} | gateway, region
     amd = {"amd-gpu-operator", "amd-device-plugin", "amd-node-labeller", "amd-metrics-exporter", "amd-utils"}
     # The config manager runs only where a pool is partitioned (serving/manifests.py).
-    expected = {"vllm-openai", "vllm-rocm", "node-prep", None} | amd
+    expected = {"vllm-openai", "vllm-rocm", "node-prep", None} | amd | gateway
     assert _keys(prod["eastus"]) - {"amd-config-manager"} == expected
     [driver] = [i for i in prod["eastus"]["images"] if i["key"] is None]
     assert driver["via"] == "built in the cluster" and driver["pulled"].endswith(".azurecr.io/amdgpu-driver")
@@ -50,10 +54,14 @@ def test_every_image_is_pulled_from_its_own_regions_registry(prod) -> None:
     for name, region in prod.items():
         for image in region["images"]:
             pulled = image["pulled"]
+            # Two upstreams: Docker Hub and registry.k8s.io (the endpoint picker), filed under
+            # their namespaces `docker-hub` and `k8s`.
             if region["cloud"] == "aws":
-                assert pulled.startswith(ECR.format(name) + "/rtip/docker-hub/"), pulled
+                assert pulled.startswith(tuple(f"{ECR.format(name)}/rtip/{ns}/"
+                                               for ns in ("docker-hub", "k8s"))), pulled
             elif region["cloud"] == "gcp":
-                assert pulled.startswith(f"{name}-docker.pkg.dev/rtip-prod-serving/rtip-docker-hub/"), pulled
+                assert pulled.startswith(tuple(f"{name}-docker.pkg.dev/rtip-prod-serving/rtip-{ns}/"
+                                               for ns in ("docker-hub", "k8s"))), pulled
             else:
                 assert pulled.split("/")[0].endswith(".azurecr.io"), pulled
             assert "docker.io" not in pulled

@@ -26,7 +26,14 @@ def aws_regions(stack):
 # Where each default image is filed: `<prefix>/<namespace>/<upstream path>` (written out by hand).
 MIRRORED = {"vllm-openai": "rtip/docker-hub/vllm/vllm-openai", "vllm-rocm": "rtip/docker-hub/rocm/vllm",
             # Docker Hub files official images under `library/`.
-            "node-prep": "rtip/docker-hub/library/ubuntu"}
+            "node-prep": "rtip/docker-hub/library/ubuntu",
+            # The front door's Docker Hub images (serving/charts.py IMAGES).
+            "envoy-gateway": "rtip/docker-hub/envoyproxy/gateway",
+            "envoy-proxy": "rtip/docker-hub/envoyproxy/envoy",
+            "envoy-ratelimit": "rtip/docker-hub/envoyproxy/ratelimit",
+            "ai-gateway-controller": "rtip/docker-hub/envoyproxy/ai-gateway-controller",
+            "ai-gateway-extproc": "rtip/docker-hub/envoyproxy/ai-gateway-extproc",
+            "ratelimit-redis": "rtip/docker-hub/valkey/valkey"}
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
@@ -43,8 +50,11 @@ def test_without_a_docker_hub_login_the_images_are_mirrored_into_the_source_regi
         assert repo.inputs["imageScanningConfiguration"]["scanOnPush"] is True
         enc = repo.inputs["encryptionConfigurations"][0]
         assert enc["encryptionType"] == ("KMS" if spec.is_prod else "AES256")
-    # Docker Hub needs a login for an ECR pull-through cache: no rule without one.
-    assert not record.by_type("aws:ecr/pullThroughCacheRule:PullThroughCacheRule")
+    # Docker Hub needs a login for an ECR pull-through cache: no rule for it without one; the
+    # endpoint picker's registry.k8s.io needs none, so each AWS region has that rule.
+    rules = record.by_type("aws:ecr/pullThroughCacheRule:PullThroughCacheRule")
+    assert {r.inputs["upstreamRegistryUrl"] for r in rules} <= {"registry.k8s.io"}
+    assert len(rules) == len(aws_regions(stack))
 
 
 def test_ecr_replicates_the_mirrored_repositories_into_every_other_aws_region() -> None:
@@ -69,25 +79,31 @@ def with_login(tmp_path_factory):
 
 def test_a_docker_hub_login_gives_every_aws_region_its_own_pull_through_cache(with_login) -> None:
     record = with_login
-    rules = {region_of(record, r): r
-             for r in record.by_type("aws:ecr/pullThroughCacheRule:PullThroughCacheRule")}
-    assert sorted(rules) == sorted(r.region for r in aws_regions("prod"))
+    all_rules = record.by_type("aws:ecr/pullThroughCacheRule:PullThroughCacheRule")
+    # Docker Hub, with the login; registry.k8s.io (the endpoint picker), which needs none.
+    assert sorted((region_of(record, r), r.inputs["upstreamRegistryUrl"]) for r in all_rules) == sorted(
+        (r.region, url) for r in aws_regions("prod") for url in ("registry-1.docker.io", "registry.k8s.io"))
+    rules = {region_of(record, r): r for r in all_rules
+             if r.inputs["upstreamRegistryUrl"] == "registry-1.docker.io"}
     secrets = {region_of(record, s): s for s in record.by_type("aws:secretsmanager/secret:Secret")}
     for region, rule in rules.items():
         assert rule.inputs["ecrRepositoryPrefix"] == "rtip/docker-hub"
-        # CreatePullThroughCacheRule: Docker Hub's upstream URL, and a credential ARN matching
+        # CreatePullThroughCacheRule: a credential ARN matching
         # ^arn:aws:secretsmanager:[a-zA-Z0-9-:]+:secret:ecr\-pullthroughcache\/[a-zA-Z0-9\/_+=.@-]+$
-        assert rule.inputs["upstreamRegistryUrl"] == "registry-1.docker.io"
         assert re.match(r"^arn:aws:secretsmanager:[a-zA-Z0-9-:]+:secret:ecr\-pullthroughcache\/"
                         r"[a-zA-Z0-9\/_+=.@-]+$", rule.inputs["credentialArn"])
         # The secret is in the rule's own region, as ECR requires.
         assert rule.inputs["credentialArn"] == secrets[region].outputs["arn"]
+    for rule in all_rules:
+        if rule.inputs["upstreamRegistryUrl"] == "registry.k8s.io":
+            assert rule.inputs["ecrRepositoryPrefix"] == "rtip/k8s" and "credentialArn" not in rule.inputs
     for version in record.by_type("aws:secretsmanager/secretVersion:SecretVersion"):
         assert "secretString" in version.secret_paths
     templates = record.by_type("aws:ecr/repositoryCreationTemplate:RepositoryCreationTemplate")
     assert {(region_of(record, t), t.inputs["prefix"], tuple(t.inputs["appliedFors"]))
             for t in templates} == \
-        {(r.region, "rtip/docker-hub", ("PULL_THROUGH_CACHE",)) for r in aws_regions("prod")}
+        {(r.region, prefix, ("PULL_THROUGH_CACHE",)) for r in aws_regions("prod")
+         for prefix in ("rtip/docker-hub", "rtip/k8s")}
     # The cache serves the images: nothing to mirror, nothing to replicate.
     assert not record.by_type("aws:ecr/repository:Repository")
     images = {d.inputs["runtimeImage"] for d in record.by_type("rtip:k8s:ModelDeployment")
