@@ -106,9 +106,12 @@ def test_recorded_releases_use_the_pinned_table(stack: str) -> None:
     record = record_of(stack)
     found = record.by_type(HELM_RELEASE)
     assert found
+    # A release is named after its chart, except the inferencepool chart, installed once per model
+    # under the model's name (components/gateway.py): those are found by their chart reference.
     by_name = {c.name: c for c in CHARTS.values()}
+    by_reference = {c.reference: c for c in CHARTS.values()}
     for release in found:
-        pinned = by_name[release.inputs["name"]]
+        pinned = by_name.get(release.inputs["name"]) or by_reference[release.inputs["chart"]]
         assert release.inputs["version"] == pinned.version
         assert release.inputs["chart"] == pinned.reference
         repo = (release.inputs.get("repositoryOpts") or {}).get("repo")
@@ -370,7 +373,13 @@ def test_addon_core_objects_validate_strictly(stack: str) -> None:
             ("core", "storage.k8s.io") and r.type.startswith("kubernetes:")]
     assert any(r.inputs["kind"] == "ConfigMap" for r in core)
     for r in core:
-        kubernetes_validate.validate(manifest(r), version, strict=True)
+        body = manifest(r)
+        # A secret value (a tenant's key) is only a marker offline: its content is not ours to
+        # validate, the rest of the object is.
+        for path in r.secret_paths:
+            if "." not in path and "[" not in path:
+                body.pop(path, None)
+        kubernetes_validate.validate(body, version, strict=True)
 
 
 def test_impossible_layout_is_refused() -> None:
