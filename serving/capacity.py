@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
+from serving.burst import growth_within
 from serving.models import ModelCard, Quantization
 from serving.profiles import Profile, SliceKind, profile
 from serving.slices import GPU_MEMORY_UTILIZATION, MIN_CONTEXT_TOKENS
@@ -219,7 +220,8 @@ def region_replicas(
 
     Headroom for autoscale lag: traffic that grows at `growth_per_s` (fraction of peak per second)
     for one cold start (`serving.coldstart.budget(...).total_s`) before the new replica serves.
-    Without a measured growth rate the tier's `burst_headroom` is the stated default.
+    Without a stated growth rate: the tier's `burst_headroom` or, when larger, how much the Azure
+    conversation trace grows within one cold start (serving.burst).
     max: peak x (1 + headroom), spread so any one zone can be lost.
     min: the headroom alone (what must already run while a scale-up from idle cold-starts),
     spread the same way, and never below one replica per zone.
@@ -227,7 +229,13 @@ def region_replicas(
     if replica_qps <= 0:
         raise ValueError("replica_qps must be positive")
     if growth_per_s is None:
-        headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
+        grown = growth_within(cold_start_s)
+        if grown > tier.burst_headroom:
+            headroom = grown
+            source = (f"Azure conversation trace: traffic grows {grown:.0%} of peak within a "
+                      f"{cold_start_s:.0f} s cold start (above tier {tier.tier}'s burst_headroom)")
+        else:
+            headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
     else:
         headroom = growth_per_s * cold_start_s
         source = f"growth {growth_per_s:g}/s x cold start {cold_start_s:.0f} s"

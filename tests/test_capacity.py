@@ -75,7 +75,7 @@ def test_kv_capacity_is_what_is_left_beside_the_weights() -> None:
 
 def test_growth_rate_sets_the_headroom() -> None:
     tier = TIERS[Tier.STANDARD]
-    default = region_replicas(10, 1.0, 3, tier, 900)
+    default = region_replicas(10, 1.0, 3, tier, 20)  # a cold start too short for the trace to grow
     assert default.headroom == tier.burst_headroom and "burst_headroom" in default.headroom_source
     grown = region_replicas(10, 1.0, 3, tier, 900, growth_per_s=0.001)
     assert grown.headroom == pytest.approx(0.9)
@@ -83,9 +83,9 @@ def test_growth_rate_sets_the_headroom() -> None:
 
 
 def test_zone_surplus_formula() -> None:
-    r = region_replicas(10, 1.0, 3, TIERS[Tier.BATCH], 900)  # 10 x 1.1 = 11 -> ceil(11 / 2) x 3
+    r = region_replicas(10, 1.0, 3, TIERS[Tier.BATCH], 10)  # 10 x 1.1 = 11 -> ceil(11 / 2) x 3
     assert (r.needed_at_peak, r.per_zone_max, r.max_replicas) == (10, 6, 18)
-    single = region_replicas(10, 1.0, 1, TIERS[Tier.BATCH], 900)
+    single = region_replicas(10, 1.0, 1, TIERS[Tier.BATCH], 10)
     assert not single.survives_zone_loss and single.max_replicas == 11
 
 
