@@ -111,7 +111,7 @@ def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
                               "replicas", "time_to_scale")}
 
 
-POOL_SCALES = (1, 2, 4, 8)  # max_nodes multipliers tried when the stated pools cannot hold a trace's mix
+POOL_SCALES = (1, 2, 4, 8, 16)  # max_nodes multipliers tried when the stated pools cannot hold a trace's mix
 
 
 def plan_for(platform: dict[str, Any], source: str, trace: Trace) -> tuple[Plan, int]:
