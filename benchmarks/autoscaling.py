@@ -111,20 +111,25 @@ def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
                               "replicas", "time_to_scale")}
 
 
-POOL_SCALES = (1, 2, 4, 8, 16)  # max_nodes multipliers tried when the stated pools cannot hold a trace's mix
+DEFAULT_INPUT_TOKENS = 1155  # stacks.schema.TokenMix's default (the conversation trace's mean)
+POOL_SCALES = (1, 2, 4, 8)  # max_nodes multipliers tried when the stated pools cannot hold a trace's mix
 
 
 def plan_for(platform: dict[str, Any], source: str, trace: Trace) -> tuple[Plan, int]:
     """The stack as it would be written for this traffic: every model's `tokens` set to the
     trace's means (the plan sizes replicas from the stated mix, so a trace with longer prompts
-    replayed against a plan for shorter ones measures the mismatch, not the autoscaler), and its
-    pools' `max_nodes` multiplied by the first of POOL_SCALES that lets that mix plan."""
+    replayed against a plan for shorter ones measures the mismatch, not the autoscaler), its
+    `peak_qps` scaled so the peak prompt-token rate stays the stated one (a trace of longer
+    prompts at the same request peak is a bigger workload, not a different one), and its pools'
+    `max_nodes` multiplied by the first of POOL_SCALES that lets that plan."""
     mix = {"input_tokens": round(float(trace.prompt_tokens.mean())),
            "output_tokens": round(float(trace.output_tokens.mean()))}
     failure: SpecError | None = None
     for scale in POOL_SCALES:
         raw = copy.deepcopy(platform)
         for model in raw["models"]:
+            stated = (model.get("tokens") or {}).get("input_tokens", DEFAULT_INPUT_TOKENS)
+            model["peak_qps"] = round(model["peak_qps"] * min(1.0, stated / mix["input_tokens"]), 3)
             model["tokens"] = dict(mix)
         for region in raw["regions"]:
             for pool in region.get("gpu_pools", []):
