@@ -110,7 +110,15 @@ def test_a_docker_hub_remote_repository_beside_each_standard_one() -> None:
     remote = [r for r in repos if r.inputs.get("mode") == "REMOTE_REPOSITORY"]
     standard = [r for r in repos if r.inputs.get("mode") != "REMOTE_REPOSITORY"]
     assert {r.inputs["location"] for r in remote} == {r.inputs["location"] for r in standard}
+    by_id = {}
     for repo in remote:
-        # Artifact Registry's Docker Hub preset, and the ID the pulled path names.
+        assert repo.inputs["format"] == "DOCKER"
+        by_id.setdefault(repo.inputs["repositoryId"], []).append(repo)
+    # Two upstreams: Docker Hub (Artifact Registry's preset) and registry.k8s.io (the endpoint
+    # picker, by URI), each a remote repository in every location, with the ID the pulled path names.
+    assert sorted(by_id) == ["rtip-docker-hub", "rtip-k8s"]
+    for repo in by_id["rtip-docker-hub"]:
         assert repo.inputs["remoteRepositoryConfig"]["dockerRepository"] == {"publicRepository": "DOCKER_HUB"}
-        assert repo.inputs["repositoryId"] == "rtip-docker-hub" and repo.inputs["format"] == "DOCKER"
+    for repo in by_id["rtip-k8s"]:
+        config = repo.inputs["remoteRepositoryConfig"]
+        assert "dockerRepository" not in config and config["commonRepository"] == {"uri": "https://registry.k8s.io"}

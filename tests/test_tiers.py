@@ -35,10 +35,11 @@ def _qps(doc: dict) -> float:
 
 
 def test_a_stricter_override_of_a_built_in_tier_lowers_what_a_replica_carries() -> None:
-    # The same replica must keep a shorter queue to meet 1 s instead of 2 s: it carries less.
-    base = _qps(_doc())
-    strict = _qps(_doc({"standard": {"ttft_ms": 1000}}))
-    assert strict < base
+    # The same replica (one H100, pinned) meeting 300 ms instead of 2 s TTFT carries less. At
+    # 1 s TPOT still binds first, so it carries the same, within the sizing's 2 % bisection.
+    base = _qps(_doc(tensor_parallel=1))
+    assert _qps(_doc({"standard": {"ttft_ms": 300}}, tensor_parallel=1)) < base
+    assert _qps(_doc({"standard": {"ttft_ms": 1000}}, tensor_parallel=1)) <= base * 1.02
     (model,) = plan_stack(load_spec(_doc({"standard": {"ttft_ms": 1000}}), "test")).models
     assert model.tier_spec.ttft_ms == 1000 and model.tier_spec.tpot_ms == 100  # TPOT kept
     assert model.capacity.ttft_tail_s <= 1.0
