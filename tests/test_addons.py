@@ -401,3 +401,30 @@ def test_any_custom_layout_is_written_iff_its_geometry_fits(counts: dict[str, in
     pool = _mig_pool("p", counts)
     parted = gc.mig_parted_config(gc.nvidia_config([pool]).mig_layouts)
     assert parted["mig-configs"][pool.labels[gc.MIG_CONFIG_LABEL]][0]["mig-devices"] == counts
+
+
+def _grafana_block(values_yaml: str) -> list[str]:
+    """The lines of the top-level `grafana:` block of a values.yaml (comments included)."""
+    lines = values_yaml.splitlines()
+    start = lines.index("grafana:") + 1
+    end = next((n for n in range(start, len(lines)) if lines[n] and lines[n][0] not in " #"), len(lines))
+    return lines[start:end]
+
+
+def test_grafana_has_no_default_admin_password(stack: str) -> None:
+    """kube-prometheus-stack 88.5.3 no longer sets `grafana.adminPassword` (its values.yaml keeps
+    the line commented out), and the Grafana chart then generates a random one into its Secret
+    (grafana chart `_config.tpl`, `grafana.secretsData`: `admin-password: {{ include
+    "grafana.password" . }}` when adminPassword is empty). The toolkit must not set one either."""
+    values = (SHARED / "charts" / "kube-prometheus-stack" / "88.5.3" / "values.yaml").read_text()
+    block = _grafana_block(values)
+    assert any("# adminPassword:" in line for line in block)  # the chart's commented example
+    assert not [line for line in block if line.strip().startswith("adminPassword:")]
+    # The reader finds an active setting where there is one.
+    sample = "grafana:\n  adminPassword: prom-operator\nother: 1\n"
+    assert _grafana_block(sample) == ["  adminPassword: prom-operator"]
+    releases = [r for r in record_of(stack).by_type(HELM_RELEASE)
+                if r.inputs["chart"].endswith("kube-prometheus-stack")]
+    assert releases
+    for release in releases:
+        assert "adminPassword" not in (release.inputs.get("values") or {}).get("grafana", {})
