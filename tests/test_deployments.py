@@ -49,8 +49,8 @@ ACCEPTED_ON_PREDICTOR: dict[str, str] = {
                   "lookup the offline plan cannot make",
     "CKV_K8S_15": "IfNotPresent with pinned tags: a scale-up must not depend on the registry "
                   "answering, and a cached 12 GB image is the cold start's largest saving",
-    "CKV2_K8S_6": "network policies come with the gateway (DESIGN.md: components/gateway.py), "
-                  "which is what may call the model servers",
+    "CKV2_K8S_6": "the predictor pod is scanned alone here; the rtip-models namespace's default "
+                  "deny and its allow rules are separate objects (serving/netpol.py, tests/test_netpol.py)",
     "CKV_K8S_23": "ROCm model servers only (RUNS_AS_ROOT): /dev/kfd and /dev/dri belong to host "
                   "groups whose GIDs differ between node images",
     "CKV_K8S_40": "ROCm model servers only, as CKV_K8S_23",
