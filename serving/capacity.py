@@ -79,9 +79,14 @@ class ReplicaCapacity:
     # simulator's latency-limited rate, which sizes every placement the planner keeps).
     source: str = "closed form"
     closed_form_qps: float | None = None  # the screening model's answer, kept beside a simulated one
-    in_flight: float | None = None  # simulated mean running + waiting requests at `qps`
-    # Simulated (rate, in flight) points at or below `qps` (serving.replica_sim.SimulatedCapacity).
+    # Simulated (rate, in flight) points at or below `qps`, `qps` last
+    # (serving.replica_sim.SimulatedCapacity.curve); empty where the closed form sized it.
     in_flight_curve: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def in_flight(self) -> float | None:
+        """Simulated mean running + waiting requests at `qps`; None for the closed form."""
+        return self.in_flight_curve[-1][1] if self.in_flight_curve else None
 
 
 def kv_token_capacity(card: ModelCard, weights_gb: float, memory_gb: float) -> int:

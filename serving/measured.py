@@ -1,6 +1,6 @@
 """The planner's placements sized by the simulator (serving.replica_sim), not the closed form.
 
-`measure` turns one option (model, pool, slice kind, quantization) into the capacity the
+`measure` turns one option (model, slice kind, quantization) into the capacity the
 simulator measures for a replica deployed as the plan would deploy it: the device memory and
 --gpu-memory-utilization of the pod (`serving._model_pod`), the served context
 (`serving.slices.served_context`), vLLM's default batch limits for the device, the tier's targets
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
-from serving._options import ModelDemand, PoolSpec
+from serving._options import ModelDemand
 from serving.capacity import DoesNotFit, ReplicaCapacity, TierUnmeetable, slice_capacity
 from serving.models import Quantization
 from serving.profiles import SliceKind
@@ -26,12 +26,10 @@ from serving.slices import SharingMode, served_context
 # How the planner sizes the placements it keeps: `measure` (the simulator, the default) or
 # `closed_form` (the screening model alone: for tests of packing invariants over many generated
 # stacks, where a simulation per example would bound how many stacks are tried).
-Sizing = Callable[["ModelDemand", "PoolSpec", SliceKind, Quantization], "ReplicaCapacity | None"]
+Sizing = Callable[["ModelDemand", SliceKind, Quantization], "ReplicaCapacity | None"]
 
 
-def closed_form(demand: ModelDemand, pool: PoolSpec, kind: SliceKind,
-                quantization: Quantization) -> ReplicaCapacity | None:
-    del pool
+def closed_form(demand: ModelDemand, kind: SliceKind, quantization: Quantization) -> ReplicaCapacity | None:
     got = slice_capacity(demand.card, kind, quantization, demand.tier, demand.input_tokens,
                          demand.output_tokens, demand.context_tokens)
     return got if isinstance(got, ReplicaCapacity) else None
@@ -47,11 +45,9 @@ def _sharing(kind: SliceKind) -> Sharing:
     return Whole()
 
 
-def measure(demand: ModelDemand, pool: PoolSpec, kind: SliceKind,
-            quantization: Quantization) -> ReplicaCapacity | None:
+def measure(demand: ModelDemand, kind: SliceKind, quantization: Quantization) -> ReplicaCapacity | None:
     """The simulated capacity of one option; None when the simulator finds the tier unservable
     on it (the option is then dropped)."""
-    del pool  # the kind carries the GPU; kept in the signature for the option it measures
     card = demand.card
     closed = slice_capacity(card, kind, quantization, demand.tier, demand.input_tokens,
                             demand.output_tokens, demand.context_tokens)
@@ -60,7 +56,7 @@ def measure(demand: ModelDemand, pool: PoolSpec, kind: SliceKind,
     sharing = _sharing(kind)
     visible = device_memory_gb(kind, sharing)
     usable = visible * kind.tensor_parallel * gpu_memory_utilization(kind, sharing)
-    context = served_context(card, quantization, kind.memory_gb, kind.tensor_parallel, demand.context_tokens)
+    context = served_context(card, quantization, kind.memory_gb, demand.context_tokens)
     engine = replica_engine(card, kind, quantization, context, visible, usable)
     tier = demand.tier
     try:
@@ -70,8 +66,7 @@ def measure(demand: ModelDemand, pool: PoolSpec, kind: SliceKind,
         return None
     return replace(closed, qps=sim.qps, output_tokens_per_s=sim.qps * demand.output_tokens,
                    ttft_tail_s=sim.ttft_tail_s, tpot_tail_s=sim.tpot_tail_s, source="simulated",
-                   closed_form_qps=closed.qps, in_flight=sim.in_flight,
-                   in_flight_curve=sim.curve)
+                   closed_form_qps=closed.qps, in_flight_curve=sim.curve)
 
 
 __all__ = ["Sizing", "closed_form", "measure"]

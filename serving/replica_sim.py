@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from serving.hardware import GIB_GB
 from serving.lengths import DATA as LENGTHS_DATA
 from serving.lengths import azure_conversation
 from serving.models import ModelCard, Quantization
@@ -65,11 +66,15 @@ class SimulatedCapacity:
     qps: float  # latency-limited arrivals per second of one replica
     ttft_tail_s: float  # at the tier's percentile, at `qps`
     tpot_tail_s: float
-    in_flight: float  # mean running + waiting requests at `qps`
     trials: int  # simulations the search ran
-    # (rate, mean in flight) of the runs at or below `qps`, by rate: how in-flight requests grow
-    # with load (convex: every admitted sequence slows the others), for the autoscaling target.
+    # (rate, mean running + waiting) of the runs at or below `qps`, by rate, `qps` last: how
+    # in-flight requests grow with load (convex: every admitted sequence slows the others).
     curve: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def in_flight(self) -> float:
+        """Mean running + waiting requests at `qps`."""
+        return self.curve[-1][1]
 
 
 class Unservable(ValueError):
@@ -83,7 +88,8 @@ def replica_engine(card: ModelCard, kind: SliceKind, quantization: Quantization,
     (visible x tensor parallel x --gpu-memory-utilization); the KV cache is that less the weights."""
     free_gb = usable_memory_gb - card.variant_weights_gb(quantization)
     kv_tokens = max(0, int(free_gb * 1e9 // card.kv_bytes_per_token))
-    tokens, seqs = default_batch_limits(visible_memory_gb, str(kind.gpu))
+    # vLLM compares the device's memory in GiB (default_batch_limits); the catalogs are in GB.
+    tokens, seqs = default_batch_limits(visible_memory_gb / GIB_GB, str(kind.gpu))
     return EngineConfig(step=StepTime.from_profile(profile(card, kind, quantization)),
                         kv_blocks=max(1, kv_tokens // BLOCK_SIZE), max_num_batched_tokens=tokens,
                         max_num_seqs=seqs, max_model_len=max_model_len)
@@ -116,24 +122,31 @@ def _trial(engine: EngineConfig, targets: Targets, percentile: float, rate: floa
                       StaticPolicy(1))
     steady = result.arrival_s >= arrivals[int(len(arrivals) * WARMUP_FRACTION)]
     ok = result.ok & steady
+    # Measured whether or not the run fits: the curve's last point is always the sized rate.
+    in_flight = float(np.mean(np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])))
     if not ok.any() or result.failed:
-        return False, math.inf, math.inf, math.inf
+        return False, math.inf, math.inf, in_flight
     ttft = float(np.percentile(result.ttft_s[ok], percentile))
     tpots = result.tpot_s[ok & ~np.isnan(result.tpot_s)]
     tpot = float(np.percentile(tpots, percentile)) if len(tpots) else 0.0
-    in_flight = float(np.mean(np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])))
     fits = ttft <= targets.ttft_s * (1 - MARGIN) and tpot <= targets.tpot_s * (1 - MARGIN)
     return fits, ttft, tpot, in_flight
+
+
+def _requests(n: int, mean_prompt: int, mean_output: int, max_model_len: int | None,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`n` requests: prompt and output lengths with the trace's spread (a prompt cut so prompt +
+    output fit the served context, as the server would refuse a longer one) and unit-rate gaps."""
+    prompts, outputs = azure_conversation().sample(n, mean_prompt, mean_output, rng)
+    if max_model_len is not None:
+        prompts = np.maximum(1, np.minimum(prompts, max_model_len - outputs.clip(max=max_model_len // 2)))
+    return prompts, outputs, rng.exponential(1.0, n)
 
 
 def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prompt: int,
             mean_output: int, start_qps: float) -> SimulatedCapacity:
     rng = np.random.default_rng(SEED)
-    prompts, outputs = azure_conversation().sample(REQUESTS, mean_prompt, mean_output, rng)
-    if engine.max_model_len is not None:  # the server rejects longer requests; the stack's context caps them
-        prompts = np.minimum(prompts, engine.max_model_len - outputs.clip(max=engine.max_model_len // 2))
-        prompts = np.maximum(prompts, 1)
-    gaps = rng.exponential(1.0, REQUESTS)
+    prompts, outputs, gaps = _requests(REQUESTS, mean_prompt, mean_output, engine.max_model_len, rng)
     trials = 0
     seen: dict[float, tuple[bool, float, float, float]] = {}
 
@@ -169,10 +182,7 @@ def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prom
     # Confirm on a run twice as long with fresh draws: near a saturation cliff (a full KV cache)
     # a queue that grows slowly passes a short run and not a long one. Step down until it holds;
     # the claims are the worse of the two runs.
-    p2, o2 = azure_conversation().sample(2 * REQUESTS, mean_prompt, mean_output, rng)
-    if engine.max_model_len is not None:
-        p2 = np.maximum(1, np.minimum(p2, engine.max_model_len - o2.clip(max=engine.max_model_len // 2)))
-    g2 = rng.exponential(1.0, 2 * REQUESTS)
+    p2, o2, g2 = _requests(2 * REQUESTS, mean_prompt, mean_output, engine.max_model_len, rng)
     for _ in range(CONFIRM_STEPS):
         trials += 1
         fits, ttft2, tpot2, _ = _trial(engine, targets, percentile, low, p2, o2, g2)
@@ -181,13 +191,13 @@ def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prom
         low *= 1 - 2 * PRECISION
     else:
         raise Unservable(f"no rate holds the tier on a confirmation run (last tried {low:.3g} req/s)")
-    _, ttft, tpot, in_flight = run(low)
+    _, ttft, tpot, _ = run(low)
     for fraction in CURVE_FRACTIONS:
         run(low * fraction)
-    curve = tuple(sorted((rate, got[3]) for rate, got in seen.items()
-                         if rate <= low and math.isfinite(got[3])))
+    curve = tuple(sorted((rate, got[3]) for rate, got in seen.items() if rate <= low))
+    assert curve[-1][0] == low
     return SimulatedCapacity(qps=low, ttft_tail_s=max(ttft, ttft2), tpot_tail_s=max(tpot, tpot2),
-                             in_flight=in_flight, trials=trials, curve=curve)
+                             trials=trials, curve=curve)
 
 
 def simulated_capacity(engine: EngineConfig, targets: Targets, percentile: float, mean_prompt: int,

@@ -38,14 +38,14 @@ def fits(card: ModelCard, quantization: Quantization, slice_memory_gb: float,
     return required_memory_gb(card, quantization, context_tokens) <= usable
 
 
-def served_context(card: ModelCard, quantization: Quantization, slice_memory_gb: float,
-                   tensor_parallel: int, requested: int | None) -> int:
+def served_context(card: ModelCard, quantization: Quantization, replica_memory_gb: float,
+                   requested: int | None) -> int:
     """The --max-model-len vLLM serves: the spec's, else the longest context whose KV cache fits
-    beside the weights (vLLM refuses to start when one full-length sequence does not fit)."""
+    beside the weights in the replica's memory (all GPUs of its TP group together: vLLM refuses to
+    start when one full-length sequence does not fit)."""
     if requested is not None:
         return requested
-    free_gb = (slice_memory_gb * tensor_parallel * GPU_MEMORY_UTILIZATION
-               - card.variant_weights_gb(quantization))
+    free_gb = replica_memory_gb * GPU_MEMORY_UTILIZATION - card.variant_weights_gb(quantization)
     fits_tokens = int(free_gb * 1e9 // card.kv_bytes_per_token)
     # vLLM's KV blocks hold 16 tokens; a multiple of 256 keeps the number readable.
     return max(MIN_CONTEXT_TOKENS, min(card.context_max, fits_tokens // 256 * 256))

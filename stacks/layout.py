@@ -150,7 +150,6 @@ def _measured_packing(demands: list[ModelDemand], specs: list[PoolSpec], sizing:
     only measured options: the result never rests on the closed form."""
     measured: dict[str, dict[tuple[str, str], ReplicaCapacity | None]] = {d.name: {} for d in demands}
     by_name = {d.name: d for d in demands}
-    pools_by_name = {p.name: p for p in specs}
     for round_ in range(MEASURE_ROUNDS + 1):
         trial = [replace(d, measured=dict(measured[d.name]), measured_only=round_ == MEASURE_ROUNDS)
                  for d in demands]
@@ -160,7 +159,7 @@ def _measured_packing(demands: list[ModelDemand], specs: list[PoolSpec], sizing:
             return packing, trial
         for m in fresh:
             measured[m.model][(m.slice.label, str(m.quantization))] = sizing(
-                by_name[m.model], pools_by_name[m.pool], m.slice, m.quantization)
+                by_name[m.model], m.slice, m.quantization)
     raise AssertionError("the last round offers measured options only")
 
 

@@ -99,7 +99,7 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
         slice=placed.slice, resource=resource, quantization=placed.quantization,
         weights_gb=card.variant_weights_gb(placed.quantization),
         max_model_len=served_context(card, placed.quantization, placed.slice.memory_gb,
-                                     placed.slice.tensor_parallel, model.max_model_len),
+                                     model.max_model_len),
         min_replicas=reps.min_replicas, max_replicas=reps.max_replicas, replicas_source=source,
         cold_start=placed.cold_start,
         source_uri=model.source_uri or source_uri(spec, region, model.name),

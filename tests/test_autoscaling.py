@@ -7,8 +7,6 @@ from dataclasses import replace
 
 import jsonschema
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from serving.autoscaling import RUNNING, WAITING, autoscaling, in_flight_target
 from serving.capacity import region_replicas, replica_capacity
@@ -49,7 +47,7 @@ def test_trigger_is_the_models_requests_in_flight() -> None:
 
 def test_target_is_in_flight_at_capacity_less_the_headroom() -> None:
     _, cap, _ = _scaling(Tier.STANDARD)
-    measured = replace(cap, qps=2.0, in_flight=40.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
+    measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     # 25 % headroom: the load is 2.0 / 1.25 = 1.6 req/s, on the curve 10 + 0.6 x (40 - 10) = 28.
     assert in_flight_target(measured, PROF, 1155, 211, 0.25) == 28.0
     # 100 %: 1.0 req/s, a point of the curve; 300 %: 0.5 req/s, on the chord from the origin.
@@ -85,16 +83,3 @@ def test_scaled_object_validates_against_the_keda_crd() -> None:
     jsonschema.validate(body, version["schema"]["openAPIV3Schema"])
     trigger = body["spec"]["triggers"][0]
     assert trigger["type"] == "prometheus" and float(trigger["metadata"]["threshold"]) == scaling.threshold
-
-
-@settings(max_examples=30, deadline=None)
-@given(card=st.sampled_from([c for c in CATALOG.values() if c.params_b < 30]),
-       tier=st.sampled_from(list(TIERS.values())), tokens_in=st.integers(100, 3000),
-       tokens_out=st.integers(10, 800))
-def test_target_is_at_least_one(card, tier, tokens_in, tokens_out) -> None:
-    prof = profile(card, SliceKind(GpuModel.H100_80GB))
-    try:
-        cap = replica_capacity(card, prof, tier, tokens_in, tokens_out)
-    except ValueError:
-        return
-    assert in_flight_target(cap, prof, tokens_in, tokens_out, tier.burst_headroom) >= 1

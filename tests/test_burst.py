@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from serving.burst import DATA, growth_within
 from serving.capacity import region_replicas
@@ -38,7 +39,7 @@ def test_growth_within_interpolates_the_table() -> None:
     raw = json.loads(DATA.read_text())
     table = dict(zip(raw["windows_min"], raw["growth"], strict=True))
     assert growth_within(180) == table[3]
-    assert growth_within(150) == (table[2] + table[3]) / 2
+    assert growth_within(150) == pytest.approx((table[2] + table[3]) / 2)
     assert growth_within(30) == table[1] / 2
     assert growth_within(10_000) == table[30]
 

@@ -109,3 +109,19 @@ def test_memory_fit() -> None:
     assert fits(card, Quantization.NONE, 80, 2)  # 142.4 GB <= 144 GB
     assert not fits(card, Quantization.FP8, 80, 1)  # 72.7 GB + 1.3 GB > 72 GB
     assert fits(card, Quantization.INT4, 80, 1)  # 39.9 GB + 1.3 GB
+
+
+def test_served_context_counts_a_tp_group_once() -> None:
+    """Llama-3.3-70B BF16 on two H100s: 2 x 80 GB x 0.9 = 144 GB, less 141.1 GB of weights
+    (serving/models.py card) leaves a few GB of KV cache, so a few thousand tokens, never the
+    131k model maximum a double-counted TP group (2 x 160 GB) would claim."""
+    from serving.profiles import SliceKind
+    from serving.slices import served_context
+
+    card = CATALOG["llama-3.3-70b-instruct"]
+    kind = SliceKind(GpuModel.H100_80GB, tensor_parallel=2)
+    assert kind.memory_gb == 160
+    free_gb = 160 * 0.9 - card.variant_weights_gb(Quantization.NONE)
+    by_hand = int(free_gb * 1e9 // card.kv_bytes_per_token) // 256 * 256
+    assert served_context(card, Quantization.NONE, kind.memory_gb, None) == max(4096, by_hand)
+    assert served_context(card, Quantization.NONE, kind.memory_gb, None) < 20_000
