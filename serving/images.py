@@ -53,6 +53,12 @@ MIRRORED_BY_DEFAULT: tuple[str, ...] = (
     "vllm-openai", "vllm-rocm", "node-prep", "envoy-gateway", "envoy-proxy", "envoy-ratelimit",
     "ai-gateway-controller", "ai-gateway-extproc", "ratelimit-redis")
 TAG_ONLY: dict[str, str] = {
+    # The front door's charts take an image as repository and tag too (ai-gateway-helm v1.1.0
+    # `controller.image` and `extProc.image`, inferencepool v1.5.0 `inferenceExtension.image`:
+    # {registry,} repository, tag in their values.yaml), so a digest is refused in the stack.
+    "ai-gateway-controller": "ai-gateway-helm v1.1.0 takes controller.image as repository and tag",
+    "ai-gateway-extproc": "ai-gateway-helm v1.1.0 takes extProc.image as repository and tag",
+    "epp": "inferencepool v1.5.0 takes inferenceExtension.image as registry, repository and tag",
     "amd-gpu-operator": "the gpu-operator-charts v1.5.1 Deployment joins "
                         "controllerManager.manager.image.repository and .tag with ':'",
 }

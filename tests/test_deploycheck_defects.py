@@ -130,3 +130,13 @@ def test_amd_driver_without_a_registry_image_is_found() -> None:
                    lambda i: i["spec"]["driver"].pop("image"))
     (message,) = _errors(_with(record, edited), edited.urn)
     assert "image unset" in message and "rtip-mi300x" in message
+
+
+def test_no_node_feature_discovery_at_all_is_found() -> None:
+    # Class 5 the other way: NVIDIA's NFD switched off where it is the only one (us-east-1 runs
+    # the NVIDIA operator alone), so nothing labels the GPU nodes for the device plugin.
+    record = record_of("prod")
+    edited = _edit(record, lambda r: r.name == "rtip-prod-us-east-1-addons-gpu-nvidia-gpu-operator",
+                   lambda i: i["values"].setdefault("nfd", {}).update({"enabled": False}))
+    (message,) = _errors(_with(record, edited), edited.urn)
+    assert "0 node-feature-discovery" in message and "rtip-prod-us-east-1" in message

@@ -234,3 +234,11 @@ def test_deploy_check_rejects_a_tagged_driver_repository() -> None:
     findings = check_images(Record(stack="t", resources=[
         config("bare", "r.azurecr.io/amdgpu-driver"), config("tagged", "r.azurecr.io/amdgpu-driver:v1")]))
     assert [(f.urn, "appends its own tag" in f.message) for f in findings] == [("urn:tagged", True)]
+
+
+def test_a_digest_for_the_front_doors_chart_images_is_refused(tmp_path, capsys) -> None:
+    # ai-gateway-helm and inferencepool take an image as repository and tag (their values.yaml):
+    # a digest is a stack error, not a failure inside `pulumi up`.
+    for key in ("ai-gateway-controller", "epp"):
+        err = _bad(tmp_path, capsys, {"digests": {key: DIGEST}})
+        assert f"rtip:platform.registries.digests.{key}: image {key} cannot be pulled by digest" in err

@@ -228,8 +228,11 @@ def check_amd(record: Record) -> list[Finding]:
                 operators += 1
                 if _get(values, "node-feature-discovery", "enabled") is not False:
                     nfd.append(r.name)
-        if operators > 1 and len(nfd) != 1:
-            target = next(r for r in on if _chart(r) == "gpu-operator-charts")
+        # Every GPU operator labels nodes through node-feature-discovery: with one or two operators
+        # on the cluster, exactly one NFD (none leaves the device plugins unscheduled).
+        if operators and len(nfd) != 1:
+            target = next((r for r in on if _chart(r) == "gpu-operator-charts"),
+                          next(r for r in on if _chart(r) == "gpu-operator"))
             findings.append(Finding(CHECK, target.urn, f"cluster {cluster.name} runs {len(nfd)} "
                                     f"node-feature-discovery installs ({', '.join(nfd) or 'none'}); "
                                     "exactly one must run"))
