@@ -35,7 +35,7 @@ from rtip.deploycheck.images import OPERATOR_TAGGED, image_fields
 from rtip.recorded import record_or_status
 from serving.charts import IMAGES, UPSTREAMS
 from serving.hardware import Cloud
-from serving.images import NAMESPACE_JOIN, cache_path
+from serving.images import cache_path, regional_ref
 from stacks.schema import StackSpec
 
 # What the AMD operator builds in the cluster and pushes to the region's registry itself.
@@ -62,11 +62,9 @@ class RegionImages:
 
 
 def _suffix(key: str, cloud: Cloud, digests: dict[str, str]) -> str:
-    """The end of `key`'s regional reference: `<join><namespace>/<path>` and its tag or digest."""
-    upstream, path = cache_path(key)
-    pin = digests.get(key)
-    where = f"{NAMESPACE_JOIN[cloud]}{upstream.namespace}/{path}"
-    return where + (f"@{pin}" if pin else f":{IMAGES[key].tag}")
+    """The end of `key`'s regional reference: `<join><namespace>/<path>` and its tag or digest
+    (serving.images.regional_ref under an empty registry root)."""
+    return regional_ref(IMAGES[key].ref, "", cloud, digests.get(key))
 
 
 def _how(key: str, pulled: str, cloud: Cloud, region: str, source_region: str | None,
