@@ -46,9 +46,6 @@ GATEWAY = "rtip-gateway"
 PROXY_CONFIG = "rtip-gateway-proxy"
 LISTENER = "https"
 HTTPS_PORT = 443
-# Envoy Gateway shifts a privileged listener port by 10000 on the proxy container
-# (EnvoyProxy CRD, useListenerPortAsContainerPort), so the proxy pods listen on 10443.
-PROXY_CONTAINER_PORT = 10443
 # Proxy pods carry app.kubernetes.io/name=envoy (Envoy Gateway's infrastructure labels).
 PROXY_LABEL = ("app.kubernetes.io/name", "envoy")
 TENANT_HEADER = "x-rtip-tenant"
@@ -61,10 +58,8 @@ EXTENSION_SERVICE = "ai-gateway-controller"
 EXTENSION_PORT = 1063
 REDIS = "rtip-ratelimit-redis"
 REDIS_PORT = 6379
-# The endpoint picker's ext_proc port (inferencepool values inferenceExtension.extProcPort) and
-# the label its pods carry (epplib selectorLabels: `inferencepool: <release>-epp`).
+# The endpoint picker's ext_proc port (inferencepool values inferenceExtension.extProcPort).
 EPP_PORT = 9002
-EPP_LABEL = "inferencepool"
 POOL_PREFIX = "/models"
 
 # How a Service of type LoadBalancer asks each cloud for an internal load balancer: AWS (the
@@ -341,13 +336,11 @@ def unenforced_token_limits(tenants: Iterable[Tenant]) -> list[str]:
 
 __all__ = [
     "CONTROLLER_NAME",
-    "EPP_LABEL",
     "EPP_PORT",
     "EXTENSION_PORT",
     "GATEWAY",
     "GATEWAY_CLASS",
     "INTERNAL_LB",
-    "PROXY_CONTAINER_PORT",
     "PROXY_LABEL",
     "REDIS",
     "REDIS_PORT",
