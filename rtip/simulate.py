@@ -23,7 +23,7 @@ from rtip.stackfile import StackFileError, load
 from serving.simulator import Simulation, Trace, ZoneFailure, load_azure_2023, load_csv, load_jsonl
 from stacks.loader import SpecError
 from stacks.plan import Plan, load_plan
-from stacks.simulation import Deployment, SimulationInputError, deployment, select, trace_for
+from stacks.simulation import SCALINGS, Deployment, SimulationInputError, deployment, select, trace_for
 from stacks.slo_check import UTIL_TARGET, checklist, figures
 
 EXIT_FAIL = 1
@@ -84,10 +84,10 @@ def _run(sim: Simulation, label: str, console: Console | None) -> object:
 
 def simulate_one(plan: Plan, dep: Deployment, base: Trace, zone: tuple[str, float] | None,
                  start_s: float, duration_s: float | None, util_target: float,
-                 console: Console | None = None) -> dict[str, object]:
+                 console: Console | None = None, scaling: str = "rate") -> dict[str, object]:
     mp = dep.plan
     try:
-        trace = trace_for(mp, base)
+        trace = trace_for(mp, base, scaling)
     except ValueError as err:
         raise BadInput(f"--trace: cannot scale it to {mp.model}'s peak {mp.peak_qps:g} req/s: "
                        f"{err}") from None
@@ -164,7 +164,8 @@ def command(args: argparse.Namespace) -> int:
         models = select(plan, args.model)
         base = read_trace(args.trace)
         runs = [simulate_one(plan, deployment(plan, mp), base, zone, args.start, args.duration,
-                             args.util_target, err if err.is_terminal else None) for mp in models]
+                             args.util_target, err if err.is_terminal else None, args.scale)
+                for mp in models]
     except (BadInput, SimulationInputError) as problem:
         err.print(f"rtip simulate: {problem}", markup=False)
         return EXIT_BAD_INPUT
@@ -233,6 +234,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--trace", required=True, metavar="FILE",
                    help="Azure 2023 CSV, or CSV/JSONL with timestamp,input_tokens,output_tokens; "
                         "scaled so its busiest minute is the model's peak_qps")
+    p.add_argument("--scale", choices=SCALINGS, default="rate",
+                   help="reach each model's peak by rate on the trace's own clock (default) or by "
+                   "compressing time")
     p.add_argument("--model", help="one model of the stack (default: every model, in its first region)")
     p.add_argument("--zone-loss", metavar="ZONE@SECONDS", help="lose ZONE at SECONDS into the run")
     p.add_argument("--start", type=float, default=0.0, metavar="SECONDS",

@@ -176,9 +176,19 @@ def select(plan: Plan, model: str | None) -> list[ModelRegionPlan]:
     return [first[model]]
 
 
-def trace_for(mp: ModelRegionPlan, trace: Trace) -> Trace:
-    """`trace` time-scaled so its busiest minute is the model's peak_qps."""
-    return trace.scaled_to_peak(mp.peak_qps)
+SCALINGS = ("rate", "time")
 
 
-__all__ = ["PROMETHEUS", "Deployment", "SimulationInputError", "deployment", "select", "trace_for"]
+def trace_for(mp: ModelRegionPlan, trace: Trace, scaling: str = "rate") -> Trace:
+    """`trace` scaled so its busiest minute is the model's peak_qps: by rate on the trace's own
+    clock (the default: traffic then grows per real minute as it did, which is what the plan's
+    burst headroom is sized for), or by compressing time (every request kept, k times faster)."""
+    if scaling == "rate":
+        return trace.rate_scaled_to_peak(mp.peak_qps)
+    if scaling == "time":
+        return trace.scaled_to_peak(mp.peak_qps)
+    raise ValueError(f"trace scaling must be one of {', '.join(SCALINGS)}, got {scaling!r}")
+
+
+__all__ = ["PROMETHEUS", "SCALINGS", "Deployment", "SimulationInputError", "deployment", "select",
+           "trace_for"]

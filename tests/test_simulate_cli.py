@@ -72,7 +72,8 @@ def test_an_undersized_stack_fails_the_p99_item(tmp_path: Path, traces: dict[str
     scaled = load_csv(traces["short"]).scaled_to_peak(4.0)
     work_per_s = scaled.mean_qps * (prof.prefill_s(PROMPT) + OUTPUT * prof.tpot_per_seq_s)
     assert work_per_s > 1.2
-    code, doc = _run(capsys, str(_stack(tmp_path, "under", 4.0, (1, 1))), "--trace", str(traces["short"]))
+    code, doc = _run(capsys, str(_stack(tmp_path, "under", 4.0, (1, 1))), "--trace", str(traces["short"]),
+                     "--scale", "time")
     item = _item(doc, "p99 within SLO")
     assert code == 1 and not doc["passed"]
     assert item["status"] == "FAIL"
@@ -109,7 +110,8 @@ def test_a_zone_loss_without_zone_surplus_fails_the_error_budget(
 
 
 def test_the_json_has_every_figure(tmp_path: Path, traces: dict[str, Path], capsys) -> None:
-    _, doc = _run(capsys, "dev", "--trace", str(traces["short"]), "--model", "llama-1b")
+    # Time scaling keeps every request of the file (rate scaling, the default, adds or drops some).
+    _, doc = _run(capsys, "dev", "--trace", str(traces["short"]), "--model", "llama-1b", "--scale", "time")
     (run,) = doc["models"]
     f = run["figures"]
     for metric in ("ttft", "tpot"):
@@ -142,12 +144,27 @@ def test_plot_writes_a_png(tmp_path: Path, traces: dict[str, Path], capsys) -> N
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_rate_scaling_is_the_default_and_keeps_the_clock(traces: dict[str, Path], capsys) -> None:
+    # The short file at the dev model's peak: rate scaling keeps its span (to a 10 s bin) and
+    # changes the request count by the ratio of the peaks; time scaling keeps the count and
+    # stretches the clock (the file's busiest minute is above the model's peak).
+    rows = load_csv(traces["short"])
+    _, rate = _run(capsys, "dev", "--trace", str(traces["short"]), "--model", "llama-1b")
+    _, time = _run(capsys, "dev", "--trace", str(traces["short"]), "--model", "llama-1b", "--scale", "time")
+    peak = rate["models"][0]["peak_qps"]
+    assert abs(rate["models"][0]["trace"]["duration_s"] - rows.duration_s) <= 10.0
+    expected = len(rows) * peak / rows.peak_qps()
+    assert abs(rate["models"][0]["trace"]["requests"] - expected) <= 0.05 * expected
+    assert time["models"][0]["trace"]["requests"] == len(rows)
+    assert time["models"][0]["trace"]["duration_s"] > rows.duration_s  # stretched to a lower peak
+
+
 def test_jsonl_traces_load(tmp_path: Path, traces: dict[str, Path], capsys) -> None:
     rows = load_csv(traces["short"])
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps({"timestamp": float(t), "input_tokens": PROMPT,
                                         "output_tokens": OUTPUT}) + "\n" for t in rows.arrival_s))
-    _, doc = _run(capsys, "dev", "--trace", str(path), "--model", "llama-1b")
+    _, doc = _run(capsys, "dev", "--trace", str(path), "--model", "llama-1b", "--scale", "time")
     assert doc["models"][0]["trace"]["requests"] == len(rows)
 
 

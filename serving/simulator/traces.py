@@ -11,9 +11,12 @@ input-token and an output-token field (time in seconds or an ISO-8601 string).
 Peak rate: the most arrivals in any window of `window_s` seconds (default 60) over the window,
 `max_i #{t in [t_i, t_i + window_s)} / window_s`; the busiest window always starts at an arrival.
 A 60 s window is the "busiest minute" of SOURCES.md and is long enough that a handful of
-simultaneous arrivals does not set the peak. Rate scaling (`scaled_to_peak`) compresses or stretches
-time by one factor, so the trace keeps its shape, burstiness and token mix; the factor is found by
-bisection, and the peak it reaches is exact to one request per window (the count is an integer).
+simultaneous arrivals does not set the peak. Two ways to reach a peak: `scaled_to_peak` compresses or
+stretches time by one factor, so the trace keeps every request, its burstiness and token mix but
+changes k times faster (the factor is found by bisection, and the peak it reaches is exact to one
+request per window); `rate_scaled_to_peak` keeps the clock and multiplies the arrivals per 10 s bin
+(serving.simulator.rescale), so traffic grows as fast per real minute as the original did, which
+is what a plan's burst headroom is sized for.
 
 Generators: a bursty trace from the ServeGen per-client windows (SOURCES.md section 3), a diurnal
 ramp, and Poisson arrivals.
@@ -123,6 +126,13 @@ class Trace:
                 break
         factor = lo if abs(peak(lo) - peak_qps) <= abs(peak(hi) - peak_qps) else hi
         return self._with(t * factor, source=f"{self.source} scaled to peak {peak_qps:g}/s")
+
+    def rate_scaled_to_peak(self, peak_qps: float, window_s: float = PEAK_WINDOW_S, seed: int = 0) -> Trace:
+        """The trace on its own clock with its rate scaled so `peak_qps(window_s)` is `peak_qps`
+        (serving.simulator.rescale: the growth per real minute is kept, unlike `scaled_to_peak`)."""
+        from serving.simulator.rescale import rate_scaled_to_peak
+
+        return rate_scaled_to_peak(self, peak_qps, window_s, seed=seed)
 
     def window(self, start_s: float, end_s: float) -> Trace:
         """Requests arriving in [start_s, end_s), re-based to start at 0."""
