@@ -80,6 +80,7 @@ def test_every_policy_of_the_pack_is_exercised_here() -> None:
         "helm-pinned",
         "images-pinned-own-registry",
         "providers-pinned",
+        "routes-behind-auth-and-limits",
     }
     assert {p.name for p in policies()} == tested
 
@@ -492,6 +493,8 @@ def test_shipped_stacks_go_through_the_pack(stack) -> None:
     violations = analyze(record, environment_config(record.plan.spec.environment))
     urns = {r.urn for r in record.resources}
     assert all(v.urn in urns for v in violations)
+    # What `rtip check` exits 1 on: a shipped stack must plan with none.
+    assert [(v.policy, v.urn, v.message) for v in violations if v.enforcement == "mandatory"] == []
 
 
 def test_environment_configs_follow_the_posture_table() -> None:

@@ -152,6 +152,23 @@ def test_weights_replicate_with_rtc_and_customer_keys_in_prod() -> None:
     assert versioning <= set(config.dependencies)
 
 
+def test_only_s3_replicating_the_stacks_source_bucket_may_assume_the_replication_role() -> None:
+    record = record_of("prod")
+    (config,) = record.by_type("aws:s3/bucketReplicationConfig:BucketReplicationConfig")
+    (role,) = [r for r in record.by_type("aws:iam/role:Role") if r.outputs["arn"] == config.inputs["role"]]
+    source = aws_regions("prod")[0].region
+    (bucket,) = [b for b in record.by_type("aws:s3/bucket:Bucket") if region_of(record, b) == source]
+    # The account of the stack's deployer role (stacks/Pulumi.prod.yaml), and S3's ARN form
+    # `arn:aws:s3:::<bucket>` for the source bucket's own name.
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"] == {"Service": "s3.amazonaws.com"}
+    name = weights_bucket(spec_of("prod"), aws_regions("prod")[0])
+    assert statement["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": "123456789012"},
+        "ArnEquals": {"aws:SourceArn": f"arn:aws:s3:::{name}"}}
+    assert bucket.outputs["arn"] == statement["Condition"]["ArnEquals"]["aws:SourceArn"]
+
+
 def policies(record):
     for res in record.by_type("aws:iam/rolePolicy:RolePolicy"):
         yield res, json.loads(res.inputs["policy"])

@@ -28,7 +28,7 @@ from components.contract import RegionStore
 from serving.charts import IMAGES, Upstream
 from serving.hardware import Cloud
 from serving.images import cache_path, upstreams_of
-from stacks.naming import MODELS_PREFIX, weights_bucket, weights_root
+from stacks.naming import MODELS_PREFIX, aws_account, weights_bucket, weights_root
 from stacks.plan import Plan, RegionPlan
 from stacks.schema import CONFIG_NAMESPACE, RegionSpec
 
@@ -38,6 +38,26 @@ UNTAGGED_EXPIRY = json.dumps({"rules": [{
     "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed",
                   "countUnit": "days", "countNumber": 7},
     "action": {"type": "expire"}}]})
+
+
+def replication_trust(account: str, source_bucket_arn: str) -> str:
+    """The trust of the S3 replication role: S3 may assume it only for replication out of the
+    stack's own source bucket, in the stack's own account.
+
+    The S3 user guide ("Setting up permissions for live replication", awsdocs/amazon-s3-userguide
+    doc_source/setting-repl-config-perm-overview.md) shows `s3.amazonaws.com` trusted with no
+    condition. AWS's cross-service confused-deputy guidance (the per-service "Cross-service
+    confused deputy prevention" pages, e.g. Amazon Personalize's and AWS IoT's) recommends
+    holding a service-principal trust to `aws:SourceAccount` and `aws:SourceArn`: the account that
+    owns, and the ARN of, the resource the service acts for; here the source bucket, whose
+    replication configuration names the role. Caveat: the S3 guide itself does not list the keys
+    S3 puts on its AssumeRole call for replication; a first `pulumi up` with replication metrics
+    on (prod) shows failures at once if it ever omitted them. Both conditions must hold.
+    """
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "s3.amazonaws.com"}, "Action": "sts:AssumeRole",
+        "Condition": {"StringEquals": {"aws:SourceAccount": account},
+                      "ArnEquals": {"aws:SourceArn": source_bucket_arn}}}]})
 
 
 def tls_only_policy(bucket_arn: str) -> str:
@@ -177,7 +197,12 @@ class AwsRegistries(pulumi.ComponentResource):
                 bucket_arn=bucket.arn, key_arn=key.arn if key else None,
             )
         if len(regions) > 1:
-            self._replication(name, regions, buckets, keys, versioned, rtc, popts)
+            # The account the stack deploys into: the deployer's (the providers accept no other),
+            # else the one owning the source region's registry (an ECR registry ID is its account).
+            owner = rules[primary.region][0].registry_id if rules[primary.region] else repos[0].registry_id
+            deployer = aws_account(spec)
+            self._replication(name, regions, buckets, keys, versioned, rtc,
+                              pulumi.Output.from_input(deployer) if deployer else owner, popts)
         self.mirrored = {k: f"{prefix}/{cache_path(k)[0].namespace}/{cache_path(k)[1]}" for k in mirrored}
         self.register_outputs({})
 
@@ -229,12 +254,11 @@ class AwsRegistries(pulumi.ComponentResource):
 
     def _replication(self, name: str, regions: list[RegionSpec], buckets: dict[str, aws.s3.Bucket],
                      keys: dict[str, aws.kms.Key | None], versioned: list[pulumi.Resource], rtc: bool,
-                     popts: pulumi.ResourceOptions) -> None:
+                     account: pulumi.Output[str], popts: pulumi.ResourceOptions) -> None:
         source = regions[0].region
-        role = aws.iam.Role(f"{name}-s3-replication", aws.iam.RoleArgs(assume_role_policy=json.dumps({
-            "Version": "2012-10-17", "Statement": [{
-                "Effect": "Allow", "Principal": {"Service": "s3.amazonaws.com"},
-                "Action": "sts:AssumeRole"}]})), opts=popts)
+        role = aws.iam.Role(f"{name}-s3-replication", aws.iam.RoleArgs(
+            assume_role_policy=pulumi.Output.all(account, buckets[source].arn).apply(
+                lambda a: replication_trust(a[0], a[1]))), opts=popts)
         targets = [buckets[r.region] for r in regions[1:]]
         src_key = keys[source]
         dst_keys = [k for r in regions[1:] if (k := keys[r.region]) is not None]
@@ -299,4 +323,4 @@ class AwsRegistries(pulumi.ComponentResource):
                 depends_on=[*versioned, grant])))
 
 
-__all__ = ["AwsRegistries", "AwsStore", "tls_only_policy"]
+__all__ = ["AwsRegistries", "AwsStore", "replication_trust", "tls_only_policy"]
