@@ -41,7 +41,8 @@ def prometheus_address() -> str:
     return f"http://{release}-prometheus.{MONITORING_NAMESPACE}.svc.cluster.local:{PROMETHEUS_PORT}"
 
 
-def targets(plan: ModelRegionPlan, cluster: ClusterFacts) -> tuple[dep.PoolTarget, dep.ClusterTarget]:
+def targets(plan: ModelRegionPlan, cluster: ClusterFacts,
+            log_requests: bool = False) -> tuple[dep.PoolTarget, dep.ClusterTarget]:
     """The planned pool as it exists on `cluster`; a pool the cluster lacks is an error."""
     pool = cluster.pool(plan.pool)
     if pool is None:
@@ -60,7 +61,7 @@ def targets(plan: ModelRegionPlan, cluster: ClusterFacts) -> tuple[dep.PoolTarge
         ),
         dep.ClusterTarget(
             cloud=cluster.cloud, namespace=MODELS_NAMESPACE, service_account=MODEL_SERVICE_ACCOUNT,
-            prometheus_address=prometheus_address(),
+            prometheus_address=prometheus_address(), log_requests=log_requests,
         ),
     )
 
@@ -71,15 +72,19 @@ class ModelDeployment(pulumi.ComponentResource):
     `releases` are ClusterAddons.releases; `after` are further resources every object waits for
     (the models namespace and its service account). `store` is the region's registry: the runtime
     image is pulled from it (serving/images.py), by the digest `digests` pins for it if any;
-    without a store the upstream reference stays (unit tests of the bodies only)."""
+    without a store the upstream reference stays (unit tests of the bodies only).
+    `log_requests_to`: the cluster's redacting log collector (components/logs.py); given, the
+    model servers log prompts and outputs, and start only once it is installed. There is no other
+    way to turn request logging on, so no prompt is logged where no collector redacts it."""
 
     manifests: dep.ModelManifests
 
     def __init__(self, name: str, plan: ModelRegionPlan, cluster: ClusterFacts,
                  releases: Mapping[ChartKey, pulumi.Resource], after: Sequence[pulumi.Resource] = (),
                  opts: pulumi.ResourceOptions | None = None, *, store: RegionStore | None = None,
-                 digests: Mapping[str, str] | None = None) -> None:
-        pool, where = targets(plan, cluster)
+                 digests: Mapping[str, str] | None = None,
+                 log_requests_to: pulumi.Resource | None = None) -> None:
+        pool, where = targets(plan, cluster, log_requests=log_requests_to is not None)
         # Upstream references first: the pinning is checked here, before anything is registered.
         built = dep.model_manifests(plan, pool, where)
         # Only what this model creates: the cache's releases exist only on clusters with NVMe.
@@ -106,7 +111,7 @@ class ModelDeployment(pulumi.ComponentResource):
         }, opts)
         self.manifests = built
         self._provider = cluster.provider
-        self._after = list(after)
+        self._after = [*after, *([log_requests_to] if log_requests_to is not None else [])]
         self._releases = releases
         short = {"ClusterServingRuntime": "runtime", "InferenceService": "isvc",
                  "LocalModelCache": "cache", "ScaledObject": "scaler", "PodMonitor": "monitor"}

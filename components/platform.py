@@ -22,6 +22,7 @@ from components.gcp.cluster import GcpCluster, gcp_provider
 from components.gcp.identity import GcpModelIdentity
 from components.gcp.registries import GcpRegistries
 from components.kit import CloudKit
+from components.logs import RequestLogs
 from components.models import ModelDeployment
 from components.namespaces import MODELS_NAMESPACE, SYSTEM_NAMESPACE, ClusterNamespaces
 from serving.hardware import Cloud
@@ -94,10 +95,15 @@ class Platform(pulumi.ComponentResource):
             addons = ClusterAddons(f"{region.cluster}-addons", cluster.facts, plan.posture, opts=on_cluster,
                                    store=stores[region.name], digests=plan.spec.registries.digests)
             kit.identity(f"{region.cluster}-models", cluster, stores[region.name], models_ns, on_cluster)
+            # The redacting log collector before the model servers: where the posture logs prompts,
+            # they wait for it (and only it turns their logging on).
+            logs = RequestLogs(f"{region.cluster}-logs", cluster, plan.posture, opts=on_cluster,
+                               store=stores[region.name], digests=plan.spec.registries.digests)
             for model in region.models:
                 ModelDeployment(f"{region.cluster}-model-{model.model}", model, cluster.facts,
                                 addons.releases, models_ns, opts=on_cluster,
-                                store=stores[region.name], digests=plan.spec.registries.digests)
+                                store=stores[region.name], digests=plan.spec.registries.digests,
+                                log_requests_to=logs.release if plan.posture.request_logs else None)
             # The front door last: its pools select the model servers deployed above.
             Gateway(f"{region.cluster}-gateway", cluster.facts, plan.posture, plan.spec.tenants,
                     self.tenant_keys, [m.model for m in region.models], addons.releases,

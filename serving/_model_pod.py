@@ -11,6 +11,7 @@ from typing import Any
 
 from serving.coldstart import ColdStart
 from serving.hardware import MachineShape
+from serving.logpipeline import vllm_request_logging_args
 from serving.profiles import SliceKind
 from serving.sharing import Partition, Sharing
 from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
@@ -93,11 +94,13 @@ def device_memory_gb(kind: SliceKind, pool_sharing: Sharing) -> float:
 
 
 def vllm_args(model: str, kind: SliceKind, pool_sharing: Sharing, max_model_len: int,
-              stream_from: str | None) -> list[str]:
+              stream_from: str | None, log_requests: bool = False) -> list[str]:
     """The InferenceService's arguments (KServe appends them to the runtime's).
 
     `stream_from`: the bucket URI vLLM streams the weights from (Run:ai streamer) when the pool
-    has no local cache; None reads the model KServe mounted from its local cache."""
+    has no local cache; None reads the model KServe mounted from its local cache.
+    `log_requests`: log prompts and outputs to stdout (serving/logpipeline.py), for the cluster's
+    redacting collector to pick up; only a cluster that runs one may ask for it."""
     source = ([f"--model={stream_from}", "--load-format=runai_streamer"] if stream_from
               else [f"--model={MODEL_DIR}"])
     return [
@@ -106,6 +109,7 @@ def vllm_args(model: str, kind: SliceKind, pool_sharing: Sharing, max_model_len:
         f"--tensor-parallel-size={kind.tensor_parallel}",
         f"--max-model-len={max_model_len}",
         f"--gpu-memory-utilization={gpu_memory_utilization(kind, pool_sharing)}",
+        *(vllm_request_logging_args() if log_requests else []),
     ]
 
 

@@ -32,6 +32,7 @@ class ChartKey(StrEnum):
     AI_GATEWAY_CRDS = "ai-gateway-crds-helm"
     AI_GATEWAY = "ai-gateway-helm"
     INFERENCE_POOL = "inferencepool"
+    OTEL_COLLECTOR = "opentelemetry-collector"
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,10 @@ CHARTS: dict[ChartKey, Chart] = {
     ChartKey.AI_GATEWAY: Chart("ai-gateway-helm", "oci://docker.io/envoyproxy", "v1.1.0"),
     ChartKey.INFERENCE_POOL: Chart("inferencepool", "oci://registry.k8s.io/gateway-api-inference-extension/charts",
                                    "v1.5.0"),
+    # The redacting request-log collector (serving/logpipeline.py): the newest chart tag in
+    # ../shared/charts/SOURCES.md (opentelemetry-collector-0.170.0, appVersion 0.158.0).
+    ChartKey.OTEL_COLLECTOR: Chart("opentelemetry-collector",
+                                   "https://open-telemetry.github.io/opentelemetry-helm-charts", "0.170.0"),
 }
 
 
@@ -143,6 +148,9 @@ IMAGES: dict[str, Image] = {
     # The rate-limit counters' store: Valkey (BSD-licensed Redis fork, Redis protocol), pinned
     # by release. Not rechecked against the newest patch: recheck before promoting.
     "ratelimit-redis": Image("docker.io/valkey/valkey", "8.0.2"),
+    # The log collector's contrib distribution (filelog, transform and the three clouds' log
+    # exporters) at opentelemetry-collector 0.170.0's appVersion; the chart has no default image.
+    "otel-collector": Image("docker.io/otel/opentelemetry-collector-contrib", "0.158.0"),
 }
 
 # The public registries the toolkit's images come from, and how each cloud's cache reaches them.

@@ -109,6 +109,9 @@ class ClusterTarget:
     namespace: str
     service_account: str
     prometheus_address: str  # KEDA's prometheus trigger reads the model's metrics here
+    # The model servers log prompts and outputs for the cluster's redacting collector
+    # (components/logs.py); components/models.py sets it only together with the collector.
+    log_requests: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,7 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
         "modelFormat": {"name": MODEL_FORMAT},
         "runtime": runtime_name(plan),
         "args": pod.vllm_args(plan.model, kind_, pool.sharing, plan.max_model_len,
-                              None if cached else plan.source_uri),
+                              None if cached else plan.source_uri, cluster.log_requests),
         "resources": pod.container_resources(kind_, pool.node, plan.resource, plan.weights_gb),
         "securityContext": pod.security_context(as_root),
         "volumeMounts": mounts,

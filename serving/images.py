@@ -42,6 +42,8 @@ CACHE_IMAGES: tuple[str, ...] = ("node-prep",)
 # service, the AI Gateway controller and ext_proc, the endpoint picker and the counters' store.
 GATEWAY_IMAGES: tuple[str, ...] = ("envoy-gateway", "envoy-proxy", "envoy-ratelimit", "ai-gateway-controller",
                                    "ai-gateway-extproc", "epp", "ratelimit-redis")
+# The redacting request-log collector every cluster runs (components/logs.py).
+LOG_IMAGES: tuple[str, ...] = ("otel-collector",)
 # Images whose consumer takes a repository and a tag apart and joins them with `:`, so no digest
 # can be pulled: the AMD operator's controller (gpu-operator-charts v1.5.1,
 # templates/deployment.yaml: `image: {{ ...manager.image.repository }}:{{ ...manager.image.tag
@@ -51,7 +53,7 @@ GATEWAY_IMAGES: tuple[str, ...] = ("envoy-gateway", "envoy-proxy", "envoy-rateli
 # cache reaches Docker Hub only with a login (the endpoint picker, on registry.k8s.io, needs none).
 MIRRORED_BY_DEFAULT: tuple[str, ...] = (
     "vllm-openai", "vllm-rocm", "node-prep", "envoy-gateway", "envoy-proxy", "envoy-ratelimit",
-    "ai-gateway-controller", "ai-gateway-extproc", "ratelimit-redis")
+    "ai-gateway-controller", "ai-gateway-extproc", "ratelimit-redis", "otel-collector")
 TAG_ONLY: dict[str, str] = {
     # The front door's charts take an image as repository and tag too (ai-gateway-helm v1.1.0
     # `controller.image` and `extProc.image`, inferencepool v1.5.0 `inferenceExtension.image`:
@@ -65,9 +67,9 @@ TAG_ONLY: dict[str, str] = {
 
 
 def region_image_keys(vendors: Iterable[Vendor], nvme: bool) -> tuple[str, ...]:
-    """The toolkit images a region runs: the front door's, per GPU vendor of its pools, and the
-    cache's when any pool has local NVMe."""
-    keys = ({k for v in vendors for k in VENDOR_IMAGES[v]} | set(GATEWAY_IMAGES)
+    """The toolkit images a region runs: the front door's and the log collector's, per GPU vendor
+    of its pools, and the cache's when any pool has local NVMe."""
+    keys = ({k for v in vendors for k in VENDOR_IMAGES[v]} | set(GATEWAY_IMAGES) | set(LOG_IMAGES)
             | (set(CACHE_IMAGES) if nvme else set()))
     return tuple(sorted(keys))
 
@@ -158,6 +160,6 @@ def cache_path(key: str) -> tuple[Upstream, str]:
     return ref.upstream, ref.path
 
 
-__all__ = ["CACHE_IMAGES", "DIGEST_PATTERN", "GATEWAY_IMAGES", "MIRRORED_BY_DEFAULT", "NAMESPACE_JOIN",
-           "TAG_ONLY", "VENDOR_IMAGES", "ImageRef", "RegionalRegistry", "cache_path", "parse",
-           "region_image_keys", "regional_ref", "upstreams_of"]
+__all__ = ["CACHE_IMAGES", "DIGEST_PATTERN", "GATEWAY_IMAGES", "LOG_IMAGES", "MIRRORED_BY_DEFAULT",
+           "NAMESPACE_JOIN", "TAG_ONLY", "VENDOR_IMAGES", "ImageRef", "RegionalRegistry", "cache_path",
+           "parse", "region_image_keys", "regional_ref", "upstreams_of"]

@@ -35,15 +35,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from serving.charts import ChartKey, image
 from serving.redaction import RULES, Rule
 
-CHART_NAME = "opentelemetry-collector"
-CHART_REPO = "https://open-telemetry.github.io/opentelemetry-helm-charts"
-CHART_VERSION = "0.170.0"
-# The chart's appVersion; the chart requires image.repository to be set (no default since 0.88).
-IMAGE_REPOSITORY = "otel/opentelemetry-collector-contrib"
-IMAGE_TAG = "0.158.0"
+# The chart (serving/charts.py pins it) and the image key of its contrib distribution at the chart's
+# appVersion; the chart requires image.repository to be set (no default since 0.88).
+CHART = ChartKey.OTEL_COLLECTOR
+IMAGE_KEY = "otel-collector"
 COMMAND_NAME = "otelcol-contrib"
+# The collector's Kubernetes service account: each cloud binds its log-writing identity to it.
+SERVICE_ACCOUNT = "log-collector"
+# The node's name, for AWS's per-node log stream: the chart sets K8S_NODE_NAME only with presets
+# this collector does not use (templates/_pod.tpl), so it is set here.
+NODE_NAME_ENV = "K8S_NODE_NAME"
 
 REDACTION_PROCESSOR = "transform/redact"
 RECEIVER = "filelog/models"
@@ -89,6 +93,17 @@ def redaction_statements(rules: tuple[Rule, ...] = RULES) -> list[str]:
 # --- exporters per cloud ---------------------------------------------------------------------------------
 
 
+def log_group_name(cluster: str) -> str:
+    """The CloudWatch Logs group an AWS cluster's collector writes to (the stack creates it)."""
+    return f"/rtip/{cluster}/inference"
+
+
+def log_name(cluster: str) -> str:
+    """The Cloud Logging log name a GCP cluster's collector writes under."""
+    return f"rtip-{cluster}-inference"
+
+
+
 @dataclass(frozen=True)
 class CloudExporter:
     component: str  # exporter id in the collector config
@@ -99,29 +114,48 @@ class CloudExporter:
 EXPORTERS: dict[str, CloudExporter] = {
     "aws": CloudExporter(
         "awscloudwatchlogs",
-        lambda cluster, region: {"region": region, "log_group_name": f"/rtip/{cluster}/inference",
-                                 "log_stream_name": "${env:OTEL_K8S_NODE_NAME}"},
-        "IRSA or EKS Pod Identity role with logs:CreateLogStream, logs:PutLogEvents (+ CreateLogGroup)"),
+        lambda cluster, region: {"region": region, "log_group_name": log_group_name(cluster),
+                                 "log_stream_name": "${env:" + NODE_NAME_ENV + "}"},
+        "EKS Pod Identity role with logs:CreateLogStream and logs:PutLogEvents on the one log group "
+        "the stack creates (components/aws/logs.py)"),
     "gcp": CloudExporter(
         "googlecloud",
         lambda cluster, project: {"project": project,
-                                  "log": {"default_log_name": f"rtip-{cluster}-inference"}},
-        "Workload Identity bound to a Google service account with roles/logging.logWriter"),
+                                  "log": {"default_log_name": log_name(cluster)}},
+        "Workload Identity bound to a Google service account with roles/logging.logWriter "
+        "(components/gcp/logs.py)"),
     "azure": CloudExporter(
         "azuremonitor",
         lambda cluster, _region: {"connection_string": "${env:APPLICATIONINSIGHTS_CONNECTION_STRING}"},
-        "Application Insights connection string from the Secret named in `azure_secret`"),
+        "Application Insights connection string from the Secret named in `azure_secret` "
+        "(components/azure/logs.py)"),
 }
 
 
 # --- Helm values -----------------------------------------------------------------------------------------
 
 
+def image_values(ref: str) -> dict[str, str]:
+    """The chart's `image` from a full reference: by digest where it has one (the chart then
+    pulls `repository@digest`, templates/_pod.tpl), else by tag."""
+    name, _, digest = ref.partition("@")
+    if digest:
+        return {"repository": name, "digest": digest, "pullPolicy": "IfNotPresent"}
+    repository, _, tag = name.rpartition(":")
+    if not repository or "/" in tag:
+        raise ValueError(f"collector image {ref!r} has no tag or digest")
+    return {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}
+
+
 def collector_values(cloud: str, *, models_namespace: str, cluster: str, location: str,
+                     image_ref: str | None = None,
+                     service_account_annotations: dict[str, str] | None = None,
                      azure_secret: str = "rtip-appinsights") -> dict[str, Any]:
     """Helm values for chart opentelemetry-collector 0.170.0: a redacting DaemonSet log collector.
 
-    `location` is the AWS region or the GCP project (unused on Azure)."""
+    `location` is the AWS region or the GCP project (unused on Azure); `image_ref` the contrib
+    image as the region's registry serves it (default: the upstream reference);
+    `service_account_annotations` bind the collector's service account to its cloud identity."""
     if cloud not in EXPORTERS:
         raise ValueError(f"unknown cloud {cloud!r}; expected one of {sorted(EXPORTERS)}")
     if not _DNS1123_LABEL.fullmatch(models_namespace):
@@ -161,12 +195,19 @@ def collector_values(cloud: str, *, models_namespace: str, cluster: str, locatio
     }
     values: dict[str, Any] = {
         "mode": "daemonset",
-        "image": {"repository": IMAGE_REPOSITORY, "tag": IMAGE_TAG, "pullPolicy": "IfNotPresent"},
+        "image": image_values(image_ref or image(IMAGE_KEY)),
         "command": {"name": COMMAND_NAME},
+        # It never calls the Kubernetes API (no k8sattributes, no presets): no token in the pod. The
+        # cloud identities bring their own projected tokens (EKS Pod Identity) or none (GKE).
+        "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT,
+                           "annotations": dict(service_account_annotations or {}),
+                           "automountServiceAccountToken": False},
         "alternateConfig": config,
         "ports": {name: {"enabled": False} for name in _CHART_PORTS},
         # Pod log files are root-owned 0640 and the checkpoint directory is a hostPath: read as root, with
         # no capabilities, no privilege escalation and a read-only root filesystem.
+        # Root as the files' owner needs no capability (owner permissions apply), so ALL are dropped.
+        "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "securityContext": {
             "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
@@ -183,9 +224,13 @@ def collector_values(cloud: str, *, models_namespace: str, cluster: str, locatio
         ],
         # Model nodes carry GPU taints; the collector must run wherever a model pod can.
         "tolerations": [{"operator": "Exists"}],
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        # The chart sets GOMEMLIMIT from the memory limit (useGOMEMLIMIT), so the collector's
+        # garbage collector works to stay under it; memory_limiter refuses data above 80%.
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                      "limits": {"cpu": "1", "memory": "512Mi"}},
+        "extraEnvs": [{"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
     }
     if cloud == "azure":
-        values["extraEnvs"] = [{"name": "APPLICATIONINSIGHTS_CONNECTION_STRING", "valueFrom": {
-            "secretKeyRef": {"name": azure_secret, "key": "connection-string"}}}]
+        values["extraEnvs"].append({"name": "APPLICATIONINSIGHTS_CONNECTION_STRING", "valueFrom": {
+            "secretKeyRef": {"name": azure_secret, "key": "connection-string"}}})
     return values

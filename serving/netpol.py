@@ -51,6 +51,9 @@ NODE_PREP = "rtip-node-prep"
 DOWNLOAD_JOBS = "kserve-localmodel-jobs"
 MODELS = "rtip-models"
 SYSTEM = "rtip-system"
+# The redacting request-log collector (components/logs.py): reads pod logs from the node's disk,
+# so nothing connects to it; it sends to its cloud's log service and nowhere else.
+LOGS = "rtip-logs"
 # Where the request gateway (DESIGN.md: auth, tenant limits, endpoint picker) will run: the one
 # namespace, besides monitoring, that may open connections to the model servers.
 GATEWAY_NAMESPACE = SYSTEM
@@ -135,7 +138,8 @@ class ClusterNetwork:
 # Namespaces whose pods are controllers or operators that watch the Kubernetes API.
 API_CLIENTS = (CERT_MANAGER, KSERVE, KEDA, MONITORING, NVIDIA, AMD)
 # Namespaces the toolkit creates and governs; kube-system is the cloud's.
-GOVERNED = (CERT_MANAGER, KSERVE, KEDA, MONITORING, NVIDIA, AMD, NODE_PREP, DOWNLOAD_JOBS, MODELS, SYSTEM)
+GOVERNED = (CERT_MANAGER, KSERVE, KEDA, MONITORING, NVIDIA, AMD, NODE_PREP, DOWNLOAD_JOBS, MODELS, SYSTEM,
+            LOGS)
 # The workload identity endpoints on the node a pod's cloud SDK calls for credentials before it
 # reads the weights store. EKS Pod Identity: the agent's link-local address, port 80 (EKS user
 # guide, "EKS Pod Identity agent"). GKE with Dataplane V2: the GKE metadata server at
@@ -241,6 +245,11 @@ def outside(net: ClusterNetwork) -> tuple[Outside, ...]:
     # (archive.ubuntu.com over HTTP, repo.radeon.com over HTTPS) and pushes the image to the
     # region's registry (components/addons_gpu.py AMD_DRIVER_REPOSITORY).
     rows.append(Outside(everyone(AMD), tcp(80, 443), ANYWHERE, beyond))
+    # The log collector's exporter: CloudWatch Logs, Cloud Logging or Application Insights over
+    # HTTPS (none publishes fixed addresses), after the cloud's identity endpoint (none on Azure,
+    # where the exporter authenticates with the connection string).
+    rows.append(Outside(everyone(LOGS), tcp(443), ANYWHERE, beyond))
+    rows += [Outside(everyone(LOGS), (port,), cidr) for cidr, port in IDENTITY[net.cloud]]
     return tuple(rows)
 
 

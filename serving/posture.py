@@ -18,6 +18,15 @@ Why each row is what it is:
   the organisation's networks, and an endpoint the internet cannot reach cannot be abused even
   with a leaked key; staging does as prod so the path it rehearses is the same. dev's is public
   (API keys and TLS still required) so experiments need no VPN.
+- request logs (prompts and outputs, serving/logpipeline.py): off in dev, where experiments send
+  whatever their authors paste and nobody reviews tenants' use; on in staging, so the redacting
+  pipeline prod depends on is exercised by the same traffic first; on in prod, where abuse and
+  incident reviews need what a tenant asked and got. Every cluster runs the redacting collector
+  either way (the model servers' own stdout is shipped too); only the prompts depend on the row.
+- log retention (the collector's cloud log store): short in dev and staging (3 and 7 days, the
+  metrics retention's horizon); 30 days in prod, the abuse-monitoring window hosted model APIs
+  commonly state for prompts, and no longer, because even redacted prompts are tenant data.
+  CloudWatch Logs accepts only listed day counts (1, 3, 5, 7, 14, 30, ...); each row is one.
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ class Posture:
     stable_channel: bool  # GKE STABLE release channel (else REGULAR)
     min_zones: int  # zones every region needs so one can be lost
     public_gateway: bool  # the model gateway's load balancer faces the internet (else internal)
+    request_logs: bool  # model servers log prompts and outputs (through the redacting collector)
+    log_retention_days: int  # how long the cloud log store keeps what the collector ships
 
 
 POSTURES: dict[Environment, Posture] = {
@@ -56,6 +67,7 @@ POSTURES: dict[Environment, Posture] = {
         control_plane_sla=False, controller_replicas=1, metrics_retention_days=3,
         replication_sla=False, stable_channel=False, min_zones=1,
         public_gateway=True,
+        request_logs=False, log_retention_days=3,
     ),
     Environment.STAGING: Posture(
         Environment.STAGING, nat_per_zone=True, deletion_protection=False,
@@ -63,6 +75,7 @@ POSTURES: dict[Environment, Posture] = {
         control_plane_sla=True, controller_replicas=2, metrics_retention_days=7,
         replication_sla=False, stable_channel=False, min_zones=2,
         public_gateway=False,
+        request_logs=True, log_retention_days=7,
     ),
     Environment.PROD: Posture(
         Environment.PROD, nat_per_zone=True, deletion_protection=True,
@@ -70,6 +83,7 @@ POSTURES: dict[Environment, Posture] = {
         control_plane_sla=True, controller_replicas=2, metrics_retention_days=15,
         replication_sla=True, stable_channel=True, min_zones=2,
         public_gateway=False,
+        request_logs=True, log_retention_days=30,
     ),
 }
 

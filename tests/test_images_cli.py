@@ -40,6 +40,8 @@ def test_each_region_lists_the_images_its_pools_run(prod) -> None:
     # Gateway controller and ext_proc, the endpoint picker and Valkey (components/gateway.py).
     gateway = {"envoy-gateway", "envoy-proxy", "envoy-ratelimit", "ai-gateway-controller",
                "ai-gateway-extproc", "epp", "ratelimit-redis"}
+    # ... and the redacting log collector's contrib image (components/logs.py).
+    gateway |= {"otel-collector"}
     for region in ("us-east-1", "us-west-2", "us-central1"):
         assert _keys(prod[region]) == {"vllm-openai", "node-prep"} | gateway, region
     amd = {"amd-gpu-operator", "amd-device-plugin", "amd-node-labeller", "amd-metrics-exporter", "amd-utils"}

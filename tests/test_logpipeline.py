@@ -12,7 +12,7 @@ import pytest
 import re2
 import yaml
 
-from serving import logpipeline
+from serving import charts, logpipeline
 from serving.logpipeline import (
     EXPORTERS,
     REDACTION_PROCESSOR,
@@ -113,10 +113,43 @@ def test_image_is_the_pinned_contrib_distribution_of_the_charts_app_version():
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     values = _values("aws")
     assert DEFAULTS["image"]["repository"] == ""  # the chart has no default image: we must set one
-    assert values["image"]["repository"] == "otel/opentelemetry-collector-contrib"
+    assert values["image"]["repository"] == "docker.io/otel/opentelemetry-collector-contrib"
     assert values["image"]["tag"] == chart["appVersion"] == "0.158.0"
     assert values["command"]["name"] == "otelcol-contrib"
-    assert logpipeline.CHART_VERSION == chart["version"]
+    pinned = charts.chart(logpipeline.CHART)
+    assert (pinned.name, pinned.version) == (chart["name"], chart["version"]) == (
+        "opentelemetry-collector", "0.170.0")
+
+
+def test_image_from_the_regions_registry_by_tag_or_digest():
+    ecr = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/rtip/docker-hub/otel/opentelemetry-collector-contrib"
+    by_tag = collector_values("aws", models_namespace="m", cluster="c", location="eu-west-1",
+                              image_ref=f"{ecr}:0.158.0")["image"]
+    assert (by_tag["repository"], by_tag["tag"]) == (ecr, "0.158.0")
+    digest = "sha256:" + "ab" * 32
+    by_digest = collector_values("aws", models_namespace="m", cluster="c", location="eu-west-1",
+                                 image_ref=f"{ecr}@{digest}")["image"]
+    assert (by_digest["repository"], by_digest["digest"]) == (ecr, digest) and "tag" not in by_digest
+    with pytest.raises(ValueError):
+        logpipeline.image_values("registry.example:5000/otel")
+
+
+def test_service_account_carries_the_binding_and_no_token():
+    values = collector_values("gcp", models_namespace="m", cluster="c", location="p",
+                              service_account_annotations={"iam.gke.io/gcp-service-account": "x@p.iam"})
+    account = values["serviceAccount"]
+    assert account == {"create": True, "name": logpipeline.SERVICE_ACCOUNT,
+                       "annotations": {"iam.gke.io/gcp-service-account": "x@p.iam"},
+                       "automountServiceAccountToken": False}
+
+
+def test_the_aws_log_stream_names_an_environment_variable_the_pod_has():
+    values = _values("aws")
+    stream = values["alternateConfig"]["exporters"]["awscloudwatchlogs"]["log_stream_name"]
+    variable = re.fullmatch(r"\$\{env:([A-Z][A-Z0-9_]*)\}", stream)
+    assert variable is not None
+    env = {e["name"]: e for e in values["extraEnvs"]}
+    assert env[variable.group(1)]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
 
 
 def test_statements_round_trip_to_the_table():
@@ -170,7 +203,7 @@ def test_azure_reads_its_connection_string_from_a_secret():
     assert ref["name"] == "rtip-appinsights"
     assert values["alternateConfig"]["exporters"]["azuremonitor"]["connection_string"] == (
         "${env:APPLICATIONINSIGHTS_CONNECTION_STRING}")
-    assert "extraEnvs" not in _values("aws")
+    assert "APPLICATIONINSIGHTS_CONNECTION_STRING" not in {e["name"] for e in _values("aws")["extraEnvs"]}
 
 
 def test_vllm_request_logging_args():
