@@ -1,5 +1,6 @@
 """Autoscaling policies against each other: both Azure LLM inference traces 2023 (conversation,
-code), each scaled so its busiest minute is the model's peak_qps, through every prod model's
+code), each scaled by rate on its own clock so its busiest minute is the model's peak_qps
+(stacks.simulation.trace_for: traffic grows per real minute as it did), through every prod model's
 deployment as the plan builds it for that trace's mean token mix (stacks/simulation.py, first
 region of each model), under:
 
@@ -14,8 +15,10 @@ Every autoscaled policy starts warm (`warm_replicas`: the replicas the plan's si
 trace's first minute) and is bounded by the plan's min and max.
 
 Each run replays at most --window seconds (default 3600) of the scaled trace from its start, so a
-stretched trace (a low peak) stays bounded. Prints one row per run and writes
-benchmarks/results/autoscaling.json.
+stretched trace (a low peak) stays bounded. Prints one row per run and, per model and trace, the
+issue's verdict (the plan meets the SLO: >= 99 % of requests within both targets and p99 within the
+tier; with at most 0.7x the GPU-hours of static peak; and no baseline meets it with fewer), writes
+benchmarks/results/autoscaling.json and draws benchmarks/results/autoscaling.png.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from stacks.slo_check import figures  # noqa: E402
 TRACES = {name: ROOT.parent / "shared" / "traces" / f"azure2023_AzureLLMInferenceTrace_{name}.csv"
           for name in ("conv", "code")}
 OUT = ROOT / "benchmarks" / "results" / "autoscaling.json"
+PLOT = OUT.with_suffix(".png")
 POLICIES = ("plan", "static-peak", "keda-tutorial", "hpa-gpu", "knative-kpa")
 TUTORIAL_THRESHOLD = 5  # vLLM production-stack tutorial (FACTS.md section 7)
 TUTORIAL_POLLING_S = 15
@@ -107,8 +111,38 @@ def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
                         initial_nodes=len(fleet.zones) * math.ceil(per_zone / fleet.slots_per_node))
     result = simulate(trace, dep.sim_config(fleet=fleet), "least-loaded", _policy(policy, dep))  # type: ignore[arg-type]
     f = figures(result, replace(dep, fleet=fleet))
-    return {k: f[k] for k in ("requests", "failed", "attainment", "ttft_p99_s", "tpot_p99_s", "gpu_hours",
-                              "replicas", "time_to_scale")}
+    out = {k: f[k] for k in ("requests", "failed", "attainment", "ttft_p99_s", "tpot_p99_s", "gpu_hours",
+                             "replicas", "time_to_scale")}
+    targets = {"ttft_s": dep.targets.ttft_s, "tpot_s": dep.targets.tpot_s}
+    return {**out, "targets": targets, "meets_slo": meets_slo(out, targets)}
+
+
+SLO_ATTAINMENT = 0.99  # issue 11: >= 99 % of requests within both targets, p99 within the tier
+
+
+def meets_slo(figs: dict[str, Any], targets: dict[str, float]) -> bool:
+    """At least 99 % of requests within both targets and the run's p99 TTFT and TPOT within them."""
+    a, ttft, tpot = figs["attainment"], figs["ttft_p99_s"], figs["tpot_p99_s"]
+    return (a is not None and ttft is not None and tpot is not None and a >= SLO_ATTAINMENT
+            and ttft <= targets["ttft_s"] and tpot <= targets["tpot_s"])
+
+
+def verdicts(rows_: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model and trace: the plan's GPU-hours against static peak provisioning, and every
+    baseline that meets the SLO with fewer GPU-hours than the plan (the issue's two targets)."""
+    out = []
+    for key in dict.fromkeys((r["model"], r["trace"]) for r in rows_):
+        runs = {r["policy"]: r for r in rows_ if (r["model"], r["trace"]) == key}
+        plan, static = runs["plan"], runs["static-peak"]
+        ratio = plan["gpu_hours"] / static["gpu_hours"] if static["gpu_hours"] else None
+        cheaper = sorted(p for p, r in runs.items() if p != "plan" and r["meets_slo"]
+                         and r["gpu_hours"] < plan["gpu_hours"])
+        out.append({"model": key[0], "trace": key[1], "plan_meets_slo": plan["meets_slo"],
+                    "plan_over_static_gpu_hours": None if ratio is None else round(ratio, 3),
+                    "cheaper_baselines_meeting_slo": cheaper,
+                    "targets_met": bool(plan["meets_slo"] and ratio is not None and ratio <= 0.7
+                                        and not cheaper)})
+    return out
 
 
 DEFAULT_INPUT_TOKENS = 1155  # stacks.schema.TokenMix's default (the conversation trace's mean)
@@ -181,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stack", default="prod")
     ap.add_argument("--window", type=float, default=3600.0, help="seconds of each scaled trace replayed")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--plot", type=Path, default=PLOT, help="bar chart of GPU-hours per policy (PNG)")
     args = ap.parse_args(argv)
     config = load(args.stack)
     traces = {name: load_azure_2023(path) for name, path in TRACES.items()}
@@ -197,11 +232,47 @@ def main(argv: list[str] | None = None) -> int:
            "pool_scale": {name: scale for name, (_, scale) in planned.items()},
            "token_mix": {name: [round(float(t.prompt_tokens.mean())), round(float(t.output_tokens.mean()))]
                          for name, t in traces.items()},
-           "rows": result}
+           "rows": result, "verdicts": verdicts(result)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {args.out}")
+    for v in doc["verdicts"]:
+        print(f"{v['model']:10} {v['trace']:5} plan meets SLO {v['plan_meets_slo']!s:5} "
+              f"GPU-h/static {v['plan_over_static_gpu_hours']} cheaper baselines meeting it: "
+              f"{', '.join(v['cheaper_baselines_meeting_slo']) or '-'}")
+    if args.plot:
+        plot(doc, args.plot)
+        print(f"wrote {args.plot}")
     return 0
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    """GPU-hours per policy, one panel per model and trace; hatched bars miss the SLO."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # loaded only when drawing
+
+    keys = list(dict.fromkeys((r["model"], r["trace"]) for r in doc["rows"]))
+    models = list(dict.fromkeys(k[0] for k in keys))
+    traces = list(dict.fromkeys(k[1] for k in keys))
+    fig, axes = plt.subplots(len(traces), len(models), figsize=(3.2 * len(models), 3.4 * len(traces)),
+                             squeeze=False)
+    for (model, trace) in keys:
+        ax = axes[traces.index(trace)][models.index(model)]
+        runs = [r for r in doc["rows"] if (r["model"], r["trace"]) == (model, trace)]
+        for i, r in enumerate(runs):
+            ax.bar(i, r["gpu_hours"], color="tab:blue" if r["policy"] == "plan" else "tab:gray",
+                   hatch="" if r["meets_slo"] else "//", edgecolor="black")
+            ax.text(i, r["gpu_hours"], f"{r['attainment']:.3f}", ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(range(len(runs)), [r["policy"] for r in runs], rotation=45, ha="right", fontsize=7)
+        ax.set_title(f"{model}, {trace}", fontsize=9)
+        ax.set_ylabel("GPU-hours", fontsize=8)
+    fig.suptitle("GPU-hours per policy (hatched: misses the SLO; label: attainment)", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -69,3 +69,27 @@ def test_capacity_check_runs_one_replica_at_the_claimed_rate() -> None:
     expected = mp.capacity.qps * 300
     assert abs(row["requests"] - expected) < 5 * expected ** 0.5
     assert row["simulated_ttft_s"] > 0 and row["simulated_tpot_s"] > 0
+
+
+def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
+    bench = _load("autoscaling")
+    targets = {"ttft_s": 2.0, "tpot_s": 0.1}
+    ok = {"attainment": 0.995, "ttft_p99_s": 1.5, "tpot_p99_s": 0.09}
+    assert bench.meets_slo(ok, targets)
+    assert not bench.meets_slo({**ok, "attainment": 0.989}, targets)  # under 99 %
+    assert not bench.meets_slo({**ok, "tpot_p99_s": 0.11}, targets)  # p99 past the tier
+    assert not bench.meets_slo({**ok, "ttft_p99_s": None}, targets)  # nothing served
+
+    def row(policy: str, gpu_h: float, meets: bool) -> dict:
+        return {"model": "m", "trace": "conv", "policy": policy, "gpu_hours": gpu_h, "meets_slo": meets}
+
+    runs = [row("plan", 10.0, True), row("static-peak", 20.0, True), row("keda-tutorial", 8.0, True),
+            row("hpa-gpu", 9.0, False), row("knative-kpa", 12.0, True)]
+    (v,) = bench.verdicts(runs)
+    # 10 / 20 = 0.5 of static, but the tutorial meets the SLO on 8 < 10 GPU-hours.
+    assert v["plan_over_static_gpu_hours"] == 0.5 and v["cheaper_baselines_meeting_slo"] == ["keda-tutorial"]
+    assert not v["targets_met"]
+    runs[2] = row("keda-tutorial", 8.0, False)  # cheaper, but missing the SLO, does not count
+    assert bench.verdicts(runs)[0]["targets_met"]
+    runs[1] = row("static-peak", 13.0, True)  # 10 / 13 > 0.7
+    assert not bench.verdicts(runs)[0]["targets_met"]
