@@ -2,10 +2,11 @@
 
 Envoy Gateway (CRDs, then the controller), the Envoy AI Gateway controller as its InferencePool
 extension server, the rate-limit counters' Redis, a private CA and the listener's certificate from
-cert-manager, the Gateway itself, and per model an InferencePool with its endpoint picker, an
-HTTPRoute, a SecurityPolicy naming the tenants allowed that model, and one per-tenant rate limit
-over every route. Each tenant's API key is the Pulumi secret its `api_key_secret` names,
-materialised only as a Kubernetes Secret.
+cert-manager, the Gateway itself, per model an InferencePool with its endpoint picker, and one
+AIGatewayRoute over the models with one SecurityPolicy (every caller's key, then which tenant may
+call which model) and one BackendTrafficPolicy (each tenant's requests and tokens per minute);
+serving/gateway.py says why. Each tenant's API key is the Pulumi secret its `api_key_secret`
+names, materialised only as a Kubernetes Secret.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from components.addons_helm import helm_release, ready
 from components.contract import ClusterFacts, RegionStore
 from serving import gateway as gw
 from serving import gateway_charts as charts
-from serving.charts import ChartKey, image
+from serving.charts import ChartKey
 from serving.images import RegionalRegistry
 from serving.netpol import GATEWAY_NAMESPACE, MODELS
 from serving.posture import Posture
@@ -59,7 +60,7 @@ class Gateway(pulumi.ComponentResource):
         models_after: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
         *,
-        store: RegionStore | None = None,
+        store: RegionStore,
         digests: Mapping[str, str] | None = None,
     ) -> None:
         routed = {m: gw.allowed(tenants, m) for m in models}
@@ -67,7 +68,6 @@ class Gateway(pulumi.ComponentResource):
         notes = [
             f"model {m}: no tenant may call it, so it gets no route" for m in models if not routed[m]
         ]
-        notes += gw.unenforced_token_limits(tenants)
         super().__init__(
             "rtip:k8s:Gateway",
             name,
@@ -86,12 +86,8 @@ class Gateway(pulumi.ComponentResource):
 
         def values(build: Any) -> pulumi.Input[dict[str, Any]]:
             """Chart values whose images come from the region's registry once its root is known."""
-            if store is None:
-                return build(image)
             return store.image_registry.apply(
-                lambda root: build(
-                    lambda key: RegionalRegistry(root, store.cloud, pins).ref(key, f"gateway {key}")
-                )
+                lambda root: build(RegionalRegistry(root, store.cloud, pins))
             )
 
         sys_ready = ready(list(system))
@@ -123,12 +119,7 @@ class Gateway(pulumi.ComponentResource):
             self._provider,
             [*sys_ready, ai_crds, crds],
         )
-        if store is None:
-            redis_deploy, redis_svc = (
-                self._object(b, sys_ready) for b in charts.redis(image("ratelimit-redis"))
-            )
-        else:
-            redis_deploy, redis_svc = self._redis(store, pins, sys_ready)
+        redis_deploy, redis_svc = self._redis(store, pins, sys_ready)
         eg = helm_release(
             f"{name}-envoy-gateway",
             ChartKey.GATEWAY,
@@ -152,9 +143,9 @@ class Gateway(pulumi.ComponentResource):
         keys = [self._secret(t, secrets[t], sys_ready) for t in callers]
         if served:
             self._custom(gw.reference_grant(), [crds, *models_after])
-        routes = []
+        pools = []
         for m in served:
-            pool = helm_release(
+            pools.append(helm_release(
                 f"{name}-pool-{m}",
                 ChartKey.INFERENCE_POOL,
                 MODELS,
@@ -163,15 +154,16 @@ class Gateway(pulumi.ComponentResource):
                 self._provider,
                 [*pool_crds, *models_after],
                 release=m,
-            )
-            route = self._custom(gw.http_route(m), [*on_gateway, gateway, pool])
-            self._custom(gw.security_policy(m, routed[m]), [*on_gateway, route, *keys])
-            routes.append(route)
+            ))
         if served:
-            self._custom(
-                gw.rate_limit_policy(served, [t for t in tenants if t.name in callers]),
-                [*on_gateway, *routes],
+            limited = [t for t in tenants if t.name in callers]
+            route = self._custom(
+                gw.ai_gateway_route(served, any(t.tokens_per_minute for t in limited)),
+                [*on_gateway, ai_crds, ai, gateway, *pools],
             )
+            # Both policies name the HTTPRoute the AI Gateway generates from `route`.
+            self._custom(gw.security_policy({m: routed[m] for m in served}), [*on_gateway, route, *keys])
+            self._custom(gw.rate_limit_policy(limited), [*on_gateway, route])
         self.register_outputs({})
 
     def _redis(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from policies.rules import clusters, iam, nodes, stores, supply, workloads
+from policies.rules import clusters, gateway, iam, nodes, stores, supply, workloads
 from policies.rules.base import resource_policy, stack_policy
 
 PACK_NAME = "rtip"
@@ -80,6 +80,12 @@ def policies() -> list[Policy]:
         resource_policy("images-pinned-own-registry", "Images pinned and pulled from the stack's own "
                         "registries", supply.images_pinned_and_own,
                         "pull through the region's registry and pin a tag or digest"),
+        stack_policy("routes-behind-auth-and-limits", "Every route behind API-key or JWT auth and a "
+                     "per-tenant rate limit (requests, and tokens where limited)",
+                     gateway.routes_behind_auth_and_limits,
+                     "target the route with a SecurityPolicy (apiKeyAuth or jwt) and a "
+                     "BackendTrafficPolicy whose rules select the tenant; charge token limits "
+                     "from a metadata key the route's llmRequestCosts writes"),
         resource_policy("providers-pinned", "Providers pinned to their account, project or subscription",
                         supply.providers_pinned,
                         "set allowedAccountIds / project / subscriptionId on the provider"),

@@ -1,42 +1,70 @@
 """The front door of every cluster as plain bodies (no Pulumi): Envoy Gateway with TLS, one
-inference-aware route per model, API-key auth per tenant and per-tenant request limits.
+inference-aware route over every model, API-key auth per tenant, and per-tenant limits on
+requests and tokens per minute.
 
 Shape (components/gateway.py applies it):
-- Envoy Gateway (gateway-helm) runs in `rtip-system` with its proxies, the rate-limit service it
-  deploys and the Redis that service counts in. Envoy Gateway reaches an InferencePool only
-  through an extension server: the Envoy AI Gateway controller (ai-gateway-helm), configured as
-  its `extensionManager` with InferencePool as a backend resource (envoyproxy/ai-gateway
-  examples/inference-pool/envoy-gateway-values-addon.yaml and manifests/envoy-gateway-values.yaml).
+- Envoy Gateway (gateway-helm v1.9.0) runs in `rtip-system` with its proxies, its rate-limit
+  service and the Redis-protocol store it counts in; the Envoy AI Gateway controller (v1.1.0)
+  is its extension server (InferencePool a backend resource: ai-gateway v1.1.0 manifests/
+  envoy-gateway-values.yaml, examples/inference-pool/envoy-gateway-values-addon.yaml).
 - Per model, the `inferencepool` chart (Gateway API Inference Extension v1.5.0) creates the
   InferencePool `<model>` over the model's predictor pods and its endpoint picker `<model>-epp`
-  in the models namespace; a ReferenceGrant there lets the routes in `rtip-system` name the pools.
-- Routing by model is by path: `/models/<model>/v1/...` is rewritten to `/v1/...`, so a client
-  sets its OpenAI SDK's base URL to `https://<gateway>/models/<model>/v1`. No body parser sits in
-  front of route selection (the body-based-routing chart's ext_proc would be one more hop with its
-  own failure mode), and vLLM still refuses a body naming another model than it serves.
-- Auth: one SecurityPolicy per route whose `apiKeyAuth` lists only the Secrets of the tenants
-  allowed that model (a Secret per tenant, its one key the tenant's name, the value its API key),
-  so a key of another tenant is refused on that route. The verified client id is forwarded as
-  TENANT_HEADER; a ClientTrafficPolicy strips any client-set header of that name before any filter
-  runs (`earlyRequestHeaders`), so the rate limiter keys on the credential, never on the client.
-- Limits: one BackendTrafficPolicy over every route, a Global rule per tenant on TENANT_HEADER
-  with `shared: true` (one bucket per tenant across routes). Tokens per minute are NOT enforced:
-  Envoy Gateway counts requests; token costs need an AIGatewayRoute (Envoy AI Gateway), not used.
+  in the models namespace; a ReferenceGrant there lets the route in `rtip-system` name the pools.
+
+Why an AIGatewayRoute: tokens per minute can only be counted where the response's token usage is
+read. The AI Gateway's router-level ext_proc does that: it parses the OpenAI body, writes the
+usage into dynamic metadata `io.envoy.ai_gateway/<metadataKey>` for each `llmRequestCosts` entry
+of the route, and Envoy Gateway's global rate limit charges a bucket with it after the response
+(`cost.response.from: Metadata`; AIGatewayRoute CRD v1.1.0 `llmRequestCosts`, and
+examples/token_ratelimit/token_ratelimit.yaml). That filter runs only on routes the AI Gateway
+controller generated from an AIGatewayRoute, so routes are AIGatewayRoutes now.
+
+Why ONE AIGatewayRoute (`rtip-models`) for every model, routed on the model named in the body:
+- An AIGatewayRoute matches on headers only; the controller sets every generated match's path
+  to its root prefix "/" (internal/controller/ai_gateway_route.go newHTTPRoute), so a
+  `/models/<model>/v1` path cannot select a model any more. The filter copies the body's
+  `model` into `x-ai-eg-model` (overwriting a client-set value, internal/extproc/
+  processor_impl.go) and clears the route cache; each rule matches that header on the name vLLM
+  serves (`--served-model-name`), so clients use the plain OpenAI base URL `https://<gateway>/v1`.
+- Envoy Gateway orders api_key_auth (7) before every ext_proc (100+), RBAC (301) and rate limit
+  (303) (gateway v1.9.0 internal/xds/translator/httpfilters.go), and the AI Gateway inserts its
+  filter before the first ext_proc (insertAIGatewayExtProcFilter). So the key is verified on
+  the route the request matched BEFORE the body was read (typically the generated
+  `route-not-found` rule), and RBAC and the rate limit run on the model's rule afterwards. With
+  a route per model, a key valid on whichever route matched first would pass, then the request
+  would move to a model its tenant may not call. With one route, every rule it can match, first
+  or last, carries the same SecurityPolicy and BackendTrafficPolicy, and Envoy builds the filter
+  chain from the first match (ai-gateway quota_ratelimit.go notes this), so nothing is skipped.
+- Auth: the one SecurityPolicy's `apiKeyAuth` accepts every calling tenant's Secret (a Secret per
+  tenant, its one key the tenant's name, the value its API key) and forwards the verified client
+  id as TENANT_HEADER; a ClientTrafficPolicy strips any client-set copy before any filter runs
+  (`earlyRequestHeaders`). Its `authorization` (RBAC, default Deny) allows a request only when
+  TENANT_HEADER names a tenant listed for the model AND `x-ai-eg-model` names that model: the
+  tenant comes from the credential, the model from the body, neither from a client header.
+- Limits: one BackendTrafficPolicy on the route, per tenant a Global rule on TENANT_HEADER
+  counting requests and, where the stack sets tokens_per_minute, a second rule whose request
+  costs 0 (only checks the bucket) and whose response costs the total tokens the filter read
+  (`llm_total_token`, TotalToken: prompt plus output, as the stack's tokens_per_minute says).
+  The last request of a minute may overshoot: its tokens are known only once it completes.
+- Paths other than the OpenAI/Anthropic endpoints the filter registers (cmd/extproc/mainlib/
+  main.go) get its 404: vLLM's other endpoints are unreachable. `GET /v1/models` is answered by
+  the filter itself, to any valid key, with the route's model names (names only).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from serving.deployments import MODEL_LABEL
 from serving.hardware import Cloud
 from serving.manifests import MANAGED
-from serving.netpol import GATEWAY_NAMESPACE, MODELS
+from serving.netpol import EPP_PORT, GATEWAY_NAMESPACE, HTTPS_PORT, MODELS, PROXY_LABEL
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 GATEWAY_API_BETA = "gateway.networking.k8s.io/v1beta1"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
 ENVOY_API = "gateway.envoyproxy.io/v1alpha1"
+AI_API = "aigateway.envoyproxy.io/v1beta1"
 INFERENCE_API = "inference.networking.k8s.io"
 CERT_API = "cert-manager.io/v1"
 # Envoy Gateway's controller name (gateway-helm values config.envoyGateway.gateway.controllerName).
@@ -45,11 +73,17 @@ GATEWAY_CLASS = "rtip"
 GATEWAY = "rtip-gateway"
 PROXY_CONFIG = "rtip-gateway-proxy"
 LISTENER = "https"
-HTTPS_PORT = 443
-# Proxy pods carry app.kubernetes.io/name=envoy (Envoy Gateway's infrastructure labels).
-PROXY_LABEL = ("app.kubernetes.io/name", "envoy")
+# The AIGatewayRoute; the controller names the HTTPRoute it generates the same, in the same
+# namespace (ai_gateway_route.go syncAIGatewayRoute), which is what the policies target.
+ROUTE = "rtip-models"
 TENANT_HEADER = "x-rtip-tenant"
 API_KEY_HEADER = "authorization"
+# The header the AI Gateway filter sets from the body's model (api/v1beta1 AIModelHeaderKey).
+MODEL_HEADER = "x-ai-eg-model"
+# Where the filter writes request costs (api/v1beta1 AIGatewayFilterMetadataNamespace) and the
+# key this toolkit gives the total-token cost.
+COST_NAMESPACE = "io.envoy.ai_gateway"
+TOKEN_COST_KEY = "llm_total_token"
 TLS_SECRET = "rtip-gateway-tls"
 CA_SECRET = "rtip-gateway-ca"
 # The AI Gateway controller's Service (ai-gateway-helm fullnameOverride) and gRPC port for the
@@ -58,9 +92,8 @@ EXTENSION_SERVICE = "ai-gateway-controller"
 EXTENSION_PORT = 1063
 REDIS = "rtip-ratelimit-redis"
 REDIS_PORT = 6379
-# The endpoint picker's ext_proc port (inferencepool values inferenceExtension.extProcPort).
-EPP_PORT = 9002
-POOL_PREFIX = "/models"
+# Long generations: the inferencepool chart's own route uses 300 s (the AI Gateway's default 60 s).
+REQUEST_TIMEOUT = "300s"
 
 # How a Service of type LoadBalancer asks each cloud for an internal load balancer: AWS (the
 # in-tree provider and the AWS Load Balancer Controller both honour it), GKE (internal passthrough
@@ -99,10 +132,6 @@ def allowed(tenants: Iterable[Tenant], model: str) -> list[str]:
 
 def secret_name(tenant: str) -> str:
     return f"rtip-tenant-{tenant}"
-
-
-def route_name(model: str) -> str:
-    return f"model-{model}"
 
 
 def tenant_secret(tenant: str) -> dict[str, Any]:
@@ -181,7 +210,7 @@ def envoy_proxy(cloud: Cloud, public: bool, replicas: int) -> dict[str, Any]:
 
 def gateway() -> dict[str, Any]:
     """One HTTPS listener terminating TLS with the cert-manager certificate; routes only from
-    this namespace (the per-model routes live beside it)."""
+    this namespace (where the AI Gateway generates its HTTPRoute)."""
     return {
         "apiVersion": GATEWAY_API,
         "kind": "Gateway",
@@ -206,86 +235,83 @@ def gateway() -> dict[str, Any]:
 
 def client_traffic_policy() -> dict[str, Any]:
     """Drop a client-set tenant header before any filter runs (Envoy's early header mutation),
-    so only apiKeyAuth's forwarded client id reaches the rate limiter and the model servers."""
+    so only apiKeyAuth's forwarded client id reaches RBAC, the rate limiter and the models."""
     return {
         "apiVersion": ENVOY_API,
         "kind": "ClientTrafficPolicy",
         "metadata": _meta(GATEWAY),
         "spec": {
-            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY}],
+            "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY}],
             "headers": {"earlyRequestHeaders": {"remove": [TENANT_HEADER]}},
         },
     }
 
 
 def reference_grant() -> dict[str, Any]:
-    """Lets HTTPRoutes in the gateway's namespace name InferencePools in the models namespace."""
+    """Lets the route in the gateway's namespace name InferencePools in the models namespace: the
+    AI Gateway controller checks the AIGatewayRoute's reference (internal/controller/
+    referencegrant.go: from group aigateway.envoyproxy.io, kind AIGatewayRoute), Envoy Gateway
+    the generated HTTPRoute's."""
     return {
         "apiVersion": GATEWAY_API_BETA,
         "kind": "ReferenceGrant",
         "metadata": _meta(GATEWAY, MODELS),
         "spec": {
             "from": [
-                {
-                    "group": "gateway.networking.k8s.io",
-                    "kind": "HTTPRoute",
-                    "namespace": GATEWAY_NAMESPACE,
-                }
+                {"group": GATEWAY_GROUP, "kind": "HTTPRoute", "namespace": GATEWAY_NAMESPACE},
+                {"group": "aigateway.envoyproxy.io", "kind": "AIGatewayRoute",
+                 "namespace": GATEWAY_NAMESPACE},
             ],
             "to": [{"group": INFERENCE_API, "kind": "InferencePool"}],
         },
     }
 
 
-def http_route(model: str) -> dict[str, Any]:
-    """`/models/<model>/v1/...` to the model's InferencePool, rewritten to vLLM's `/v1/...`."""
-    return {
-        "apiVersion": GATEWAY_API,
-        "kind": "HTTPRoute",
-        "metadata": _meta(route_name(model), **{MODEL_LABEL: model}),
-        "spec": {
-            "parentRefs": [{"name": GATEWAY, "sectionName": LISTENER}],
-            "rules": [
-                {
-                    "matches": [{"path": {"type": "PathPrefix", "value": f"{POOL_PREFIX}/{model}/v1"}}],
-                    "filters": [
-                        {
-                            "type": "URLRewrite",
-                            "urlRewrite": {
-                                "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}
-                            },
-                        }
-                    ],
-                    "backendRefs": [
-                        {
-                            "group": INFERENCE_API,
-                            "kind": "InferencePool",
-                            "name": model,
-                            "namespace": MODELS,
-                        }
-                    ],
-                    # Long generations: the chart's own route uses 300 s.
-                    "timeouts": {"request": "300s"},
-                }
-            ],
-        },
+def ai_gateway_route(models: Sequence[str], token_costs: bool) -> dict[str, Any]:
+    """One rule per model: the body's model (as `x-ai-eg-model`) to the model's InferencePool.
+    `token_costs`: have the filter record each response's total tokens for the token limits."""
+    if not models:
+        raise ValueError("an AIGatewayRoute needs at least one model to route")
+    spec: dict[str, Any] = {
+        "parentRefs": [
+            {"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY, "sectionName": LISTENER}
+        ],
+        "rules": [
+            {
+                "matches": [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": m}]}],
+                "backendRefs": [
+                    {"group": INFERENCE_API, "kind": "InferencePool", "name": m, "namespace": MODELS}
+                ],
+                "timeouts": {"request": REQUEST_TIMEOUT},
+            }
+            for m in models
+        ],
     }
+    if token_costs:
+        spec["llmRequestCosts"] = [{"metadataKey": TOKEN_COST_KEY, "type": "TotalToken"}]
+    return {"apiVersion": AI_API, "kind": "AIGatewayRoute", "metadata": _meta(ROUTE), "spec": spec}
 
 
-def security_policy(model: str, tenants: Sequence[str]) -> dict[str, Any]:
-    """API keys on the model's route: only the listed tenants' Secrets are credentials there."""
-    if not tenants:
-        raise ValueError(f"model {model}: no tenant may call it, so its route would accept no key")
+def _route_ref() -> dict[str, str]:
+    return {"group": GATEWAY_GROUP, "kind": "HTTPRoute", "name": ROUTE}
+
+
+def security_policy(routed: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """API keys of every calling tenant on the route, then RBAC: a request passes only if its
+    verified tenant is listed for the model its body names. `routed`: model -> its tenants."""
+    empty = sorted(m for m, tenants in routed.items() if not tenants)
+    if not routed or empty:
+        raise ValueError(f"models {', '.join(empty) or '(none)'}: no tenant may call them, so "
+                         "the route would accept no key")
+    callers = sorted({t for tenants in routed.values() for t in tenants})
     return {
         "apiVersion": ENVOY_API,
         "kind": "SecurityPolicy",
-        "metadata": _meta(route_name(model), **{MODEL_LABEL: model}),
+        "metadata": _meta(ROUTE),
         "spec": {
-            "targetRefs": [
-                {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route_name(model)}
-            ],
+            "targetRefs": [_route_ref()],
             "apiKeyAuth": {
-                "credentialRefs": [{"kind": "Secret", "name": secret_name(t)} for t in tenants],
+                "credentialRefs": [{"kind": "Secret", "name": secret_name(t)} for t in callers],
                 # OpenAI clients send `Authorization: Bearer <key>`; Envoy's api_key_auth
                 # strips the Bearer prefix of this header.
                 "extractFrom": [{"headers": [API_KEY_HEADER]}],
@@ -293,70 +319,93 @@ def security_policy(model: str, tenants: Sequence[str]) -> dict[str, Any]:
                 # The key never reaches the model servers or their logs.
                 "sanitize": True,
             },
+            "authorization": {
+                "defaultAction": "Deny",
+                "rules": [
+                    {
+                        "name": f"model-{m}",
+                        "action": "Allow",
+                        "principal": {
+                            "headers": [
+                                {"name": TENANT_HEADER, "values": sorted(tenants)},
+                                {"name": MODEL_HEADER, "values": [m]},
+                            ]
+                        },
+                    }
+                    for m, tenants in sorted(routed.items())
+                ],
+            },
         },
     }
 
 
-def rate_limit_policy(models: Sequence[str], tenants: Sequence[Tenant]) -> dict[str, Any]:
-    """Each tenant's requests per minute over every route, in one shared bucket per tenant."""
-    rules = [
-        {
-            "clientSelectors": [
-                {"headers": [{"name": TENANT_HEADER, "type": "Exact", "value": t.name}]}
-            ],
+def _tenant(name: str) -> list[dict[str, Any]]:
+    return [{"headers": [{"name": TENANT_HEADER, "type": "Exact", "value": name}]}]
+
+
+def rate_limit_policy(tenants: Sequence[Tenant]) -> dict[str, Any]:
+    """Each tenant's requests per minute and, where set, tokens per minute on the route."""
+    rules: list[dict[str, Any]] = []
+    for t in tenants:
+        rules.append({
+            "clientSelectors": _tenant(t.name),
             "limit": {"requests": t.requests_per_minute, "unit": "Minute"},
             "shared": True,
-        }
-        for t in tenants
-    ]
+        })
+        if t.tokens_per_minute:
+            rules.append({
+                "clientSelectors": _tenant(t.name),
+                # The bucket counts tokens: a request only checks it (cost 0) and its response
+                # charges the total tokens the AI Gateway filter read from the usage.
+                "limit": {"requests": t.tokens_per_minute, "unit": "Minute"},
+                "cost": {
+                    "request": {"from": "Number", "number": 0},
+                    "response": {
+                        "from": "Metadata",
+                        "metadata": {"namespace": COST_NAMESPACE, "key": TOKEN_COST_KEY},
+                    },
+                },
+                "shared": True,
+            })
+    if not rules:
+        raise ValueError("no tenant calls the route, so it would have no rate limit")
     return {
         "apiVersion": ENVOY_API,
         "kind": "BackendTrafficPolicy",
         "metadata": _meta("rtip-tenant-limits"),
         "spec": {
-            "targetRefs": [
-                {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route_name(m)}
-                for m in models
-            ],
+            "targetRefs": [_route_ref()],
             "rateLimit": {"type": "Global", "global": {"rules": rules}},
         },
     }
 
 
-def unenforced_token_limits(tenants: Iterable[Tenant]) -> list[str]:
-    """Plan notes for tenants whose token limit nothing enforces yet."""
-    return [
-        f"tenant {t.name}: tokens_per_minute {t.tokens_per_minute} is NOT enforced (Envoy "
-        f"Gateway counts requests; token costs need Envoy AI Gateway's AIGatewayRoute); only "
-        f"requests_per_minute {t.requests_per_minute} is"
-        for t in tenants
-        if t.tokens_per_minute
-    ]
-
-
 __all__ = [
+    "AI_API",
     "CONTROLLER_NAME",
+    "COST_NAMESPACE",
     "EPP_PORT",
     "EXTENSION_PORT",
     "GATEWAY",
     "GATEWAY_CLASS",
     "INTERNAL_LB",
+    "MODEL_HEADER",
     "PROXY_LABEL",
     "REDIS",
     "REDIS_PORT",
+    "ROUTE",
     "TENANT_HEADER",
+    "TOKEN_COST_KEY",
     "Tenant",
+    "ai_gateway_route",
     "allowed",
     "client_traffic_policy",
     "envoy_proxy",
     "gateway",
     "gateway_class",
-    "http_route",
     "rate_limit_policy",
     "reference_grant",
-    "route_name",
     "secret_name",
     "security_policy",
     "tenant_secret",
-    "unenforced_token_limits",
 ]

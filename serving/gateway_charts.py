@@ -3,8 +3,7 @@ each piece exists); split from it to keep each module small. Pure: plain values 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from serving._model_pod import VLLM_PORT
 from serving.deployments import MODEL_LABEL
@@ -76,7 +75,13 @@ def certificates(cluster: str) -> list[dict[str, Any]]:
     ]
 
 
-Images = Callable[[str], str]  # image key -> the reference the cluster pulls
+class Images(Protocol):
+    """Where the cluster pulls each pinned toolkit image from (serving.images.RegionalRegistry):
+    a whole reference, or a repository and tag for charts that take the two apart."""
+
+    def ref(self, key: str, what: str) -> str: ...
+
+    def repository_and_tag(self, key: str, what: str) -> tuple[str, str]: ...
 
 
 def redis(image: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -156,9 +161,10 @@ def gateway_values(images: Images, replicas: int) -> dict[str, Any]:
         "crds": {"enabled": False},
         "global": {
             "images": {
-                "envoyGateway": {"image": images("envoy-gateway")},
-                "ratelimit": {"image": images("envoy-ratelimit")},
-                "envoyProxy": {"image": images("envoy-proxy")},
+                key: {"image": images.ref(image, f"gateway-helm global.images.{key}")}
+                for key, image in (("envoyGateway", "envoy-gateway"),
+                                   ("ratelimit", "envoy-ratelimit"),
+                                   ("envoyProxy", "envoy-proxy"))
             }
         },
         "deployment": {"replicas": replicas},
@@ -204,16 +210,10 @@ def gateway_crds_values() -> dict[str, Any]:
     }
 
 
-def _split(ref: str) -> tuple[str, str]:
-    repository, _, tag = ref.rpartition(":")
-    if "@" in ref or not repository:
-        raise ValueError(f"image {ref}: this chart takes a repository and a tag, not a digest")
-    return repository, tag
-
-
 def ai_gateway_values(images: Images, replicas: int) -> dict[str, Any]:
-    controller, controller_tag = _split(images("ai-gateway-controller"))
-    extproc, extproc_tag = _split(images("ai-gateway-extproc"))
+    controller, controller_tag = images.repository_and_tag(
+        "ai-gateway-controller", "ai-gateway-helm controller.image")
+    extproc, extproc_tag = images.repository_and_tag("ai-gateway-extproc", "ai-gateway-helm extProc.image")
     return {
         "controller": {
             "image": {"repository": controller, "tag": controller_tag},
@@ -232,7 +232,7 @@ def ai_gateway_values(images: Images, replicas: int) -> dict[str, Any]:
 def inference_pool_values(model: str, images: Images, replicas: int) -> dict[str, Any]:
     """The `inferencepool` chart for one model: the pool selects the model's predictor pods (the
     label serving/deployments.py puts on them) on vLLM's port; the picker pulls from the region."""
-    repository, tag = _split(images("epp"))
+    repository, tag = images.repository_and_tag("epp", f"inferencepool {model} inferenceExtension.image")
     registry, _, path = repository.partition("/gateway-api-inference-extension/")
     return {
         "inferencePool": {

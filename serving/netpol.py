@@ -152,10 +152,18 @@ IDENTITY: dict[Cloud, tuple[tuple[str, Port], ...]] = {
 }
 PROMETHEUS = everyone(MONITORING)
 MODEL_SERVERS = Pods(MODELS, exists=(MODEL_POD,))
+# The inferencepool chart (v1.5.0 templates/_helpers.tpl selectorLabels) labels each endpoint
+# picker `inferencepool: <release>-epp`; it serves ext_proc on `inferenceExtension.extProcPort`.
 ENDPOINT_PICKERS = Pods(MODELS, exists=("inferencepool",))
-# The gateway's proxies and the port they listen on (443 shifted by 10000, serving/gateway.py).
-PROXIES = Pods(SYSTEM, (("app.kubernetes.io/name", "envoy"),))
-PROXY_PORT = 10443
+EPP_PORT = 9002
+# The gateway's proxies: Envoy Gateway v1.9.0 labels them app.kubernetes.io/name=envoy
+# (internal/infrastructure/kubernetes/proxy/resource.go EnvoyAppLabel). The listener's port 443
+# is served on 10443 in the pod: ports below 1024 are shifted by 10000 (internal/gatewayapi
+# translator.go wellKnownPortShift). serving/gateway.py takes these from here.
+PROXY_LABEL = ("app.kubernetes.io/name", "envoy")
+PROXIES = Pods(SYSTEM, (PROXY_LABEL,))
+HTTPS_PORT = 443
+PROXY_PORT = HTTPS_PORT + 10000
 # The gateway's pods that call the Kubernetes API (the proxies, rate limiter and Redis do not):
 # Envoy Gateway's controller (gateway-helm selector `control-plane: envoy-gateway`), its certgen
 # Job (`app: certgen`, writes the control plane's TLS Secrets) and the AI Gateway controller
@@ -197,7 +205,7 @@ FLOWS: tuple[Flow, ...] = (
     Flow(everyone(GATEWAY_NAMESPACE), everyone(GATEWAY_NAMESPACE), ()),
     # The proxies ask each model's endpoint picker over ext_proc (inferencepool
     # inferenceExtension.extProcPort 9002); its pods carry `inferencepool: <model>-epp`.
-    Flow(Pods(GATEWAY_NAMESPACE, (("app.kubernetes.io/name", "envoy"),)), ENDPOINT_PICKERS, tcp(9002)),
+    Flow(PROXIES, ENDPOINT_PICKERS, tcp(EPP_PORT)),
     # The picker scrapes vLLM's /metrics (queue, KV cache) on the serving port.
     Flow(ENDPOINT_PICKERS, MODEL_SERVERS, tcp(VLLM_PORT)),
 )
@@ -334,10 +342,10 @@ def _policy(ns: str, name: str, selector: dict[str, Any], spec: dict[str, Any]) 
 
 
 __all__ = ["AMD", "ANYWHERE", "API_CLIENTS", "CERT_MANAGER", "DENY_ALL", "DNS", "DOWNLOAD_JOBS",
-           "ENDPOINT_PICKERS", "FLOWS",
+           "ENDPOINT_PICKERS", "EPP_PORT", "FLOWS",
            "GATEWAY_API_CLIENTS",
-           "GATEWAY_NAMESPACE", "GOVERNED", "IDENTITY", "KEDA", "KSERVE", "KUBE_SYSTEM", "MODELS",
-           "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PROMETHEUS_PORT", "PROXIES",
-           "PROXY_PORT", "SYSTEM",
+           "GATEWAY_NAMESPACE", "GOVERNED", "HTTPS_PORT", "IDENTITY", "KEDA", "KSERVE", "KUBE_SYSTEM",
+           "MODELS", "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PROMETHEUS_PORT",
+           "PROXIES", "PROXY_LABEL", "PROXY_PORT", "SYSTEM",
            "WEBHOOKS", "ClusterNetwork", "Flow", "Outside", "Pods", "Port", "namespace_policies",
            "outside", "tcp"]

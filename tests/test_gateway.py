@@ -6,7 +6,6 @@ and chart values in ../shared, and the InferenceService bodies in the record."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,12 +14,16 @@ import yaml
 from components.gateway import CRD_DIR, CRD_FILES
 from rtip.offline import SECRET_MARK, Record, Resource
 from serving import gateway as gw
-from serving import gateway_charts as charts
 from serving.hardware import Cloud
 from tests.conftest import PROJECT_DIR, SHARED, record_of
 from tests.test_crds import check
 
 HELM = "kubernetes:helm.sh/v3:Release"
+_AI_CRDS = SHARED / "charts/ai-gateway-crds-helm/v1.1.0/crds"
+_AI_ROUTE_CRD = yaml.safe_load((_AI_CRDS / "aigateway.envoyproxy.io_aigatewayroutes.yaml").read_text())
+# What the pinned AIGatewayRoute CRD says of llmRequestCosts (where the filter writes the costs).
+COSTS_DOC = next(v for v in _AI_ROUTE_CRD["spec"]["versions"] if v["name"] == "v1beta1")[
+    "schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["llmRequestCosts"]["description"]
 
 
 def stack_tenants(stack: str) -> list[dict[str, Any]]:
@@ -49,48 +52,96 @@ def cluster_of(record: Record, r: Resource) -> str:
 STACKS = ["dev", "staging", "prod"]
 
 
+def routes(record: Record) -> list[Resource]:
+    return kind(record, "AIGatewayRoute")
+
+
+def targeting(record: Record, k: str, route: Resource) -> list[Resource]:
+    """Policies of kind `k` on the route's cluster aimed at the HTTPRoute the AI Gateway
+    controller generates from it: same name, same namespace (ai-gateway v1.1.0
+    internal/controller/ai_gateway_route.go syncAIGatewayRoute)."""
+    name, ns = route.inputs["metadata"]["name"], route.inputs["metadata"]["namespace"]
+    return [
+        p for p in kind(record, k)
+        if cluster_of(record, p) == cluster_of(record, route) and p.inputs["metadata"]["namespace"] == ns
+        and {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": name}
+        in p.inputs["spec"]["targetRefs"]
+    ]
+
+
+def served_name(isvc: Resource) -> str:
+    """vLLM's --served-model-name: the `model` an OpenAI body must name for this server."""
+    args = isvc.inputs["spec"]["predictor"]["model"]["args"]
+    return next(a.split("=", 1)[1] for a in args if a.startswith("--served-model-name="))
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_route_has_auth_and_a_rate_limit(stack: str) -> None:
     record = record_of(stack)
-    routes = kind(record, "HTTPRoute")
-    assert routes, f"{stack}: no routes"
-    for route in routes:
-        where, name = cluster_of(record, route), route.inputs["metadata"]["name"]
-        policies = [
-            p
-            for p in kind(record, "SecurityPolicy")
-            if cluster_of(record, p) == where
-            and {"kind": "HTTPRoute", "name": name}
-            in [{k: t[k] for k in ("kind", "name")} for t in p.inputs["spec"]["targetRefs"]]
-        ]
+    assert routes(record), f"{stack}: no routes"
+    assert not kind(record, "HTTPRoute"), "the AI Gateway generates the HTTPRoutes"
+    for route in routes(record):
+        policies = targeting(record, "SecurityPolicy", route)
         assert len(policies) == 1 and policies[0].inputs["spec"]["apiKeyAuth"]["credentialRefs"]
-        limits = [
-            p
-            for p in kind(record, "BackendTrafficPolicy")
-            if cluster_of(record, p) == where
-            and name in [t["name"] for t in p.inputs["spec"]["targetRefs"]]
-        ]
+        assert policies[0].inputs["spec"]["authorization"]["defaultAction"] == "Deny"
+        limits = targeting(record, "BackendTrafficPolicy", route)
         assert len(limits) == 1 and limits[0].inputs["spec"]["rateLimit"]["type"] == "Global"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_model_routes_on_its_served_name_to_its_pool(stack: str) -> None:
+    record = record_of(stack)
+    # One Kubernetes provider per cluster: what the route, the pools and the servers share.
+    isvcs = {(r.provider, r.inputs["metadata"]["name"]): r for r in kind(record, "InferenceService")}
+    pools = {(r.provider, r.inputs["name"]) for r in record.by_type(HELM)
+             if r.inputs["chart"].endswith("/inferencepool")}
+    for route in routes(record):
+        where = route.provider
+        for rule in route.inputs["spec"]["rules"]:
+            (pool,) = rule["backendRefs"]
+            assert (where, pool["name"]) in pools
+            header = rule["matches"][0]["headers"][0]
+            assert header["name"] == "x-ai-eg-model"
+            assert header["value"] == served_name(isvcs[(where, pool["name"])])
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_route_tenants_and_limits_are_the_stack_files(stack: str) -> None:
     record = record_of(stack)
     tenants = stack_tenants(stack)
-    for policy in kind(record, "SecurityPolicy"):
-        model = policy.inputs["metadata"]["labels"]["rtip.dev/model"]
-        want = {
-            f"rtip-tenant-{t['name']}" for t in tenants if model in t["models"] or "*" in t["models"]
-        }
-        got = {c["name"] for c in policy.inputs["spec"]["apiKeyAuth"]["credentialRefs"]}
-        assert got == want, f"{stack} {model}"
-    for btp in kind(record, "BackendTrafficPolicy"):
+    for route in routes(record):
+        (policy,) = targeting(record, "SecurityPolicy", route)
+        models = [r["backendRefs"][0]["name"] for r in route.inputs["spec"]["rules"]]
+        may = {m: {t["name"] for t in tenants if m in t["models"] or "*" in t["models"]} for m in models}
+        got = {}
+        for rule in policy.inputs["spec"]["authorization"]["rules"]:
+            headers = {h["name"]: h["values"] for h in rule["principal"]["headers"]}
+            assert rule["action"] == "Allow"
+            (model,) = headers["x-ai-eg-model"]
+            got[model] = set(headers[gw.TENANT_HEADER])
+        assert got == may, f"{stack}: which tenant may call which model"
+        keys = {c["name"] for c in policy.inputs["spec"]["apiKeyAuth"]["credentialRefs"]}
+        assert keys == {f"rtip-tenant-{t}" for ts in may.values() for t in ts}
+        (btp,) = targeting(record, "BackendTrafficPolicy", route)
         rules = btp.inputs["spec"]["rateLimit"]["global"]["rules"]
-        got = {r["clientSelectors"][0]["headers"][0]["value"]: r["limit"] for r in rules}
-        assert got == {
-            t["name"]: {"requests": t["requests_per_minute"], "unit": "Minute"} for t in tenants
-        }
         assert all(r["shared"] for r in rules)
+        by_tenant = [(r["clientSelectors"][0]["headers"][0]["value"], r) for r in rules]
+        requests = {n: r["limit"] for n, r in by_tenant if "cost" not in r}
+        tokens = {n: r for n, r in by_tenant if "cost" in r}
+        callers = [t for t in tenants if f"rtip-tenant-{t['name']}" in keys]
+        assert requests == {
+            t["name"]: {"requests": t["requests_per_minute"], "unit": "Minute"} for t in callers}
+        assert {n: r["limit"] for n, r in tokens.items()} == {
+            t["name"]: {"requests": t["tokens_per_minute"], "unit": "Minute"}
+            for t in callers if t.get("tokens_per_minute")}
+        costs = {c["metadataKey"]: c["type"] for c in route.inputs["spec"].get("llmRequestCosts", [])}
+        for rule in tokens.values():
+            assert rule["cost"]["request"] == {"from": "Number", "number": 0}
+            charged = rule["cost"]["response"]["metadata"]
+            # Prompt plus output, as stacks/schema.py describes tokens_per_minute, in the namespace
+            # the AIGatewayRoute CRD names for the filter's metadata.
+            assert costs[charged["key"]] == "TotalToken"
+            assert f'The namespaced key is "{charged["namespace"]}"' in COSTS_DOC
 
 
 def test_tenant_keys_are_secrets_only() -> None:
@@ -188,60 +239,43 @@ def test_vendored_inference_crds_are_the_upstream_copies() -> None:
         ).read_bytes()
 
 
+class T:
+    def __init__(self, name: str, rpm: int, tpm: int | None, models: list[str]) -> None:
+        self.name, self.requests_per_minute, self.tokens_per_minute, self.models = name, rpm, tpm, models
+
+
 def test_a_model_no_tenant_may_call_has_no_route_and_policies_refuse_empty() -> None:
-    class T:
-        name, requests_per_minute, tokens_per_minute, models = "a", 10, None, ["m1"]
-
-    assert gw.allowed([T()], "m2") == []
+    assert gw.allowed([T("a", 10, None, ["m1"])], "m2") == []
     with pytest.raises(ValueError, match="no tenant"):
-        gw.security_policy("m2", [])
+        gw.security_policy({"m1": ["a"], "m2": []})
+    with pytest.raises(ValueError, match="no tenant"):
+        gw.rate_limit_policy([])
 
 
-def test_token_limits_are_reported_not_enforced() -> None:
-    class T:
-        name, requests_per_minute, tokens_per_minute, models = "search", 6000, 20_000_000, ["*"]
-
-    notes = gw.unenforced_token_limits([T()])
-    assert len(notes) == 1 and "NOT enforced" in notes[0]
-    assert "tokens" not in json.dumps(gw.rate_limit_policy(["m"], [T()]))
-
-
-def test_routes_rewrite_the_model_prefix_to_the_openai_path() -> None:
-    route = gw.http_route("llama-8b")
-    check(route)
-    rule = route["spec"]["rules"][0]
-    assert rule["matches"][0]["path"]["value"] == "/models/llama-8b/v1"
-    assert rule["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"] == "/v1"
-    assert rule["backendRefs"][0]["kind"] == "InferencePool"
+def test_token_limits_are_charged_by_the_response() -> None:
+    """A tenant with tokens_per_minute gets a bucket of that many tokens a minute that requests
+    only check and responses charge; one without gets none. The route records total tokens only
+    when some tenant has a token limit (nothing would read them otherwise)."""
+    search, chat = T("search", 6000, 20_000_000, ["*"]), T("chat", 60, None, ["m"])
+    rules = gw.rate_limit_policy([search, chat])["spec"]["rateLimit"]["global"]["rules"]
+    charged = [r for r in rules if "cost" in r]
+    assert len(rules) == 3 and len(charged) == 1
+    assert charged[0]["clientSelectors"][0]["headers"][0]["value"] == "search"
+    assert charged[0]["limit"] == {"requests": 20_000_000, "unit": "Minute"}
+    assert "llmRequestCosts" in gw.ai_gateway_route(["m"], True)["spec"]
+    assert "llmRequestCosts" not in gw.ai_gateway_route(["m"], False)["spec"]
 
 
 def test_bodies_validate_against_their_crds() -> None:
-    class T:
-        name, requests_per_minute, tokens_per_minute, models = "a", 10, None, ["*"]
-
+    tenants = [T("a", 10, 1000, ["*"]), T("b", 5, None, ["m"])]
     for body in [
         gw.gateway_class(),
         gw.gateway(),
         gw.client_traffic_policy(),
         gw.reference_grant(),
-        gw.security_policy("m", ["a"]),
-        gw.rate_limit_policy(["m"], [T()]),
+        gw.ai_gateway_route(["m", "n"], True),
+        gw.ai_gateway_route(["m"], False),
+        gw.security_policy({"m": ["a", "b"], "n": ["a"]}),
+        gw.rate_limit_policy(tenants),
     ]:
         check(body)
-
-
-def test_charts_values_keys_exist_upstream() -> None:
-    """Keys set under charts' values.yaml maps that exist upstream (others only where documented)."""
-    ip = yaml.safe_load((SHARED / "charts/inferencepool/v1.5.0/values.yaml").read_text())
-    values = charts.inference_pool_values(
-        "m", lambda k: f"r.example/k8s/gateway-api-inference-extension/{k}:v1", 1
-    )
-    assert ip["inferenceExtension"]["extProcPort"] == gw.EPP_PORT
-    assert set(values["inferenceExtension"]) <= set(ip["inferenceExtension"])
-    ai = yaml.safe_load((SHARED / "charts/ai-gateway-helm/v1.1.0/values.yaml").read_text())
-    grpc = [p for p in ai["controller"]["service"]["ports"] if p["name"] == "grpc"]
-    assert (
-        grpc[0]["port"] == gw.EXTENSION_PORT
-        and ai["controller"]["fullnameOverride"] == "ai-gateway-controller"
-    )
-    assert Path(CRD_DIR).is_dir()

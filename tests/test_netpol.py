@@ -258,3 +258,55 @@ def test_unknown_namespace_is_an_error() -> None:
     net = netpol.ClusterNetwork(Cloud.AWS, IPv4Network("10.20.0.0/16"), private_api=True)
     with pytest.raises(ValueError, match="no network rules"):
         netpol.namespace_policies("someone-else", net)
+
+
+# -- the front door's flows (serving/gateway.py) -----------------------------------------------
+# Pod labels as upstream sets them: Envoy Gateway v1.9.0 internal/infrastructure/kubernetes/proxy/
+# resource.go EnvoyAppLabel and ratelimit/resource.go rateLimitLabels (gRPC port InfraGRPCPort
+# 8081); the inferencepool v1.5.0 chart's picker selector `inferencepool: <release>-epp`
+# (extProcPort 9002); the counters' store as serving/gateway_charts.py labels its pods.
+PROXY = Endpoint("10.20.1.61", "rtip-system", {"app.kubernetes.io/name": "envoy",
+                                               "app.kubernetes.io/component": "proxy",
+                                               "app.kubernetes.io/managed-by": "envoy-gateway"})
+RATE_LIMITER = Endpoint("10.20.1.62", "rtip-system", {"app.kubernetes.io/name": "envoy-ratelimit",
+                                                      "app.kubernetes.io/component": "ratelimit",
+                                                      "app.kubernetes.io/managed-by": "envoy-gateway"})
+EPP = Endpoint("10.20.2.30", "rtip-models", {"inferencepool": "llama-8b-epp"})
+CLIENT = Endpoint("203.0.113.7")  # a client through the load balancer (its address kept)
+
+
+def counters() -> Endpoint:
+    from serving import gateway_charts
+    deployment, _ = gateway_charts.redis("valkey")
+    return Endpoint("10.20.1.63", "rtip-system", deployment["spec"]["template"]["metadata"]["labels"])
+
+
+def test_gateway_flows_pass(aws: list[dict[str, Any]]) -> None:
+    ok = [
+        (CLIENT, PROXY, 10443),  # the listener's 443, shifted by 10000 in the pod (Envoy Gateway)
+        (PROXY, EPP, 9002),  # ext_proc: which replica
+        (PROXY, MODEL, 8080),  # the request itself, to the replica the picker chose
+        (PROXY, RATE_LIMITER, 8081),  # the global rate limit's gRPC check
+        (RATE_LIMITER, counters(), 6379),  # the counters
+        (EPP, MODEL, 8080),  # the picker scrapes vLLM's queue and KV-cache metrics
+        (EPP, API_SERVER["aws"], 443),  # it watches its pool and the pool's pods
+    ]
+    refused = [(s, d, p) for s, d, p in ok if not reach(aws, s, d, p)]
+    assert not refused
+
+
+def test_gateway_internals_are_closed_to_others(aws: list[dict[str, Any]]) -> None:
+    denied = [
+        (TENANT, EPP, 9002),
+        (MODEL, EPP, 9002),
+        (TENANT, counters(), 6379),
+        (MODEL, counters(), 6379),
+        (CLIENT, counters(), 6379),  # only the proxies face the load balancer
+        (CLIENT, EPP, 9002),
+        (CLIENT, RATE_LIMITER, 8081),
+        (EPP, RATE_LIMITER, 8081),  # the picker talks to its pool's pods and the API only
+        (EPP, Endpoint("8.8.8.8"), 443),
+        (PROXY, MODEL, 9090),  # the proxies reach the models' serving port only
+    ]
+    allowed = [(s, d, p) for s, d, p in denied if reach(aws, s, d, p)]
+    assert not allowed
