@@ -11,21 +11,19 @@ Shape (components/gateway.py applies it):
   InferencePool `<model>` over the model's predictor pods and its endpoint picker `<model>-epp`
   in the models namespace; a ReferenceGrant there lets the route in `rtip-system` name the pools.
 
-Why an AIGatewayRoute: tokens per minute can only be counted where the response's token usage is
-read. The AI Gateway's router-level ext_proc does that: it parses the OpenAI body, writes the
-usage into dynamic metadata `io.envoy.ai_gateway/<metadataKey>` for each `llmRequestCosts` entry
-of the route, and Envoy Gateway's global rate limit charges a bucket with it after the response
-(`cost.response.from: Metadata`; AIGatewayRoute CRD v1.1.0 `llmRequestCosts`, and
-examples/token_ratelimit/token_ratelimit.yaml). That filter runs only on routes the AI Gateway
-controller generated from an AIGatewayRoute, so routes are AIGatewayRoutes now.
+Why an AIGatewayRoute: tokens can only be counted where the response's usage is read. The AI
+Gateway's ext_proc reads it (forcing `stream_options.include_usage` on streams, internal/
+endpointspec), writes it to dynamic metadata `io.envoy.ai_gateway/<metadataKey>` per
+`llmRequestCosts` entry, and Envoy Gateway's global rate limit charges a bucket with it after the
+response (AIGatewayRoute CRD v1.1.0 `llmRequestCosts`; examples/token_ratelimit). That filter
+runs only on routes generated from an AIGatewayRoute.
 
 Why ONE AIGatewayRoute (`rtip-models`) for every model, routed on the model named in the body:
-- An AIGatewayRoute matches on headers only; the controller sets every generated match's path
-  to its root prefix "/" (internal/controller/ai_gateway_route.go newHTTPRoute), so a
-  `/models/<model>/v1` path cannot select a model any more. The filter copies the body's
-  `model` into `x-ai-eg-model` (overwriting a client-set value, internal/extproc/
-  processor_impl.go) and clears the route cache; each rule matches that header on the name vLLM
-  serves (`--served-model-name`), so clients use the plain OpenAI base URL `https://<gateway>/v1`.
+- An AIGatewayRoute matches on headers only (the controller sets every generated path match to
+  its root prefix "/": internal/controller/ai_gateway_route.go newHTTPRoute). The filter copies
+  the body's `model` into `x-ai-eg-model`, overwriting a client-set value (internal/extproc/
+  processor_impl.go), and clears the route cache; each rule matches it on vLLM's
+  `--served-model-name`, so clients use the plain OpenAI base URL `https://<gateway>/v1`.
 - Envoy Gateway orders api_key_auth (7) before every ext_proc (100+), RBAC (301) and rate limit
   (303) (gateway v1.9.0 internal/xds/translator/httpfilters.go), and the AI Gateway inserts its
   filter before the first ext_proc (insertAIGatewayExtProcFilter). So the key is verified on
@@ -35,17 +33,15 @@ Why ONE AIGatewayRoute (`rtip-models`) for every model, routed on the model name
   would move to a model its tenant may not call. With one route, every rule it can match, first
   or last, carries the same SecurityPolicy and BackendTrafficPolicy, and Envoy builds the filter
   chain from the first match (ai-gateway quota_ratelimit.go notes this), so nothing is skipped.
-- Auth: the one SecurityPolicy's `apiKeyAuth` accepts every calling tenant's Secret (a Secret per
-  tenant, its one key the tenant's name, the value its API key) and forwards the verified client
-  id as TENANT_HEADER; a ClientTrafficPolicy strips any client-set copy before any filter runs
-  (`earlyRequestHeaders`). Its `authorization` (RBAC, default Deny) allows a request only when
-  TENANT_HEADER names a tenant listed for the model AND `x-ai-eg-model` names that model: the
-  tenant comes from the credential, the model from the body, neither from a client header.
-- Limits: one BackendTrafficPolicy on the route, per tenant a Global rule on TENANT_HEADER
-  counting requests and, where the stack sets tokens_per_minute, a second rule whose request
-  costs 0 (only checks the bucket) and whose response costs the total tokens the filter read
-  (`llm_total_token`, TotalToken: prompt plus output, as the stack's tokens_per_minute says).
-  The last request of a minute may overshoot: its tokens are known only once it completes.
+- Auth: the SecurityPolicy's `apiKeyAuth` takes every calling tenant's Secret (one key: the
+  tenant's name, its value the API key) and forwards the verified client id as TENANT_HEADER,
+  whose client-set copy a ClientTrafficPolicy strips first (`earlyRequestHeaders`). Its RBAC
+  (default Deny) allows a request only when TENANT_HEADER names a tenant listed for the model AND
+  `x-ai-eg-model` names that model: tenant from the credential, model from the body.
+- Limits: one BackendTrafficPolicy, per tenant a Global rule on TENANT_HEADER counting requests
+  and, with tokens_per_minute, one whose request costs 0 (only checks the bucket) and whose
+  response costs the total tokens (`llm_total_token`, TotalToken: prompt plus output, as the
+  stack's tokens_per_minute says). The request that crosses the limit completes; the next waits.
 - Paths other than the OpenAI/Anthropic endpoints the filter registers (cmd/extproc/mainlib/
   main.go) get its 404: vLLM's other endpoints are unreachable. `GET /v1/models` is answered by
   the filter itself, to any valid key, with the route's model names (names only).
