@@ -80,8 +80,9 @@ def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
     assert not bench.meets_slo({**ok, "tpot_p99_s": 0.11}, targets)  # p99 past the tier
     assert not bench.meets_slo({**ok, "ttft_p99_s": None}, targets)  # nothing served
 
-    def row(policy: str, gpu_h: float, meets: bool) -> dict:
-        return {"model": "m", "trace": "conv", "policy": policy, "gpu_hours": gpu_h, "meets_slo": meets}
+    def row(policy: str, gpu_h: float, meets: bool, tail: str = "PASS") -> dict:
+        return {"model": "m", "trace": "conv", "policy": policy, "gpu_hours": gpu_h, "meets_slo": meets,
+                "tail_at_peak": {"status": tail}}
 
     runs = [row("plan", 10.0, True), row("static-peak", 20.0, True), row("keda-tutorial", 8.0, True),
             row("hpa-gpu", 9.0, False), row("knative-kpa", 12.0, True)]
@@ -89,6 +90,11 @@ def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
     # 10 / 20 = 0.5 of static, but the tutorial meets the SLO on 8 < 10 GPU-hours.
     assert v["plan_over_static_gpu_hours"] == 0.5 and v["cheaper_baselines_meeting_slo"] == ["keda-tutorial"]
     assert not v["targets_met"]
+    assert v["cheaper_baselines_meeting_slo_and_tail_at_peak"] == ["keda-tutorial"]
+    runs[2] = row("keda-tutorial", 8.0, True, tail="FAIL")  # the hour's SLO, but not its busiest minute
+    (v,) = bench.verdicts(runs)
+    assert v["cheaper_baselines_meeting_slo"] == ["keda-tutorial"]
+    assert v["cheaper_baselines_meeting_slo_and_tail_at_peak"] == []
     runs[2] = row("keda-tutorial", 8.0, False)  # cheaper, but missing the SLO, does not count
     assert bench.verdicts(runs)[0]["targets_met"]
     runs[1] = row("static-peak", 13.0, True)  # 10 / 13 > 0.7
