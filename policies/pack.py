@@ -12,6 +12,7 @@ from pulumi_policy import Policy
 
 from policies.rules import clusters, gateway, iam, nodes, stores, supply, workloads
 from policies.rules.base import resource_policy, stack_policy
+from policies.rules.logs import request_logs_redacted
 
 PACK_NAME = "rtip"
 BOOL = {"type": "boolean"}
@@ -86,6 +87,10 @@ def policies() -> list[Policy]:
                      "target the route with a SecurityPolicy (apiKeyAuth or jwt) and a "
                      "BackendTrafficPolicy whose rules select the tenant; charge token limits "
                      "from a metadata key the route's llmRequestCosts writes"),
+        stack_policy("request-logs-redacted", "Model servers log prompts only where a collector on "
+                     "their cluster redacts every logs pipeline before it exports", request_logs_redacted,
+                     "install the redacting collector (components/logs.py) on the cluster, or turn "
+                     "request logging off (posture request_logs)", {"requireRedaction": BOOL}),
         resource_policy("providers-pinned", "Providers pinned to their account, project or subscription",
                         supply.providers_pinned,
                         "set allowedAccountIds / project / subscriptionId on the provider"),

@@ -81,6 +81,7 @@ def test_every_policy_of_the_pack_is_exercised_here() -> None:
         "images-pinned-own-registry",
         "providers-pinned",
         "routes-behind-auth-and-limits",
+        "request-logs-redacted",  # tests/test_policies_logs.py
     }
     assert {p.name for p in policies()} == tested
 
@@ -510,3 +511,5 @@ def test_environment_configs_follow_the_posture_table() -> None:
         assert config["registries-hardened"]["requireStoreKeys"] is row.stores_customer_key
         assert config["object-stores-hardened"]["requireStoreKeys"] is row.stores_customer_key
         assert config["inference-services-survive-disruption"]["requireZoneFloor"] is (row.min_zones > 1)
+        # The "request logs redacted outside dev": required wherever the row is not dev's.
+        assert config["request-logs-redacted"]["requireRedaction"] is (env != "dev")

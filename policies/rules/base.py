@@ -35,6 +35,7 @@ class StackResource:
     props: Props
     parent: str | None
     dependencies: tuple[str, ...]
+    provider: str | None = None  # the provider's URN: Kubernetes objects of one cluster share one
 
 
 StackCheck = Callable[[list[StackResource], Config], Iterable[tuple[str, str]]]
@@ -67,7 +68,9 @@ def stack_policy(name: str, description: str, check: StackCheck, remediation: st
     def validate(args: StackValidationArgs, report: ReportViolation) -> None:
         resources = [StackResource(r.resource_type, r.urn, r.name, r.props,
                                    r.parent.urn if r.parent is not None else None,
-                                   tuple(d.urn for d in r.dependencies)) for r in args.resources]
+                                   tuple(d.urn for d in r.dependencies),
+                                   r.provider.urn if r.provider is not None else None)
+                     for r in args.resources]
         for urn, message in check(resources, args.get_config() or {}):
             report(f"{message}. Fix: {remediation}", urn)
 
