@@ -188,3 +188,34 @@ def test_one_zone_is_not_enough_outside_dev(tmp_path, capsys) -> None:
     doc["regions"] = doc["regions"][:1]
     doc["regions"][0]["zones"] = ["us-east-1a"]
     assert main(["plan", str(write_stack(tmp_path, doc, name="dev"))]) == 0
+
+
+# environment -> (prompts logged, days the cloud log store keeps them), as serving/posture.py's
+# docstring argues the rows (the issue: prompt logs only through redaction, required outside dev),
+# written out here. A Log Analytics workspace keeps at least 30 days (Azure Monitor docs).
+REQUEST_LOGS = {"dev": (False, 3), "staging": (True, 7), "prod": (True, 30)}
+COLLECTOR_CHART = "opentelemetry-collector"
+
+
+def test_request_logs_and_their_retention_follow_the_row(env) -> None:
+    environment, rec = env
+    logged, days = REQUEST_LOGS[environment]
+    collectors = {r.provider: r for r in rec.by_type("kubernetes:helm.sh/v3:Release")
+                  if r.inputs["chart"] == COLLECTOR_CHART}
+    assert len(collectors) == 5  # every cluster, whether prompts are logged or not
+    isvcs = rec.by_type("kubernetes:serving.kserve.io/v1beta1:InferenceService")
+    assert isvcs
+    for isvc in isvcs:
+        args = isvc.inputs["spec"]["predictor"]["model"]["args"]
+        assert ("--enable-log-requests" in args) is logged
+        # A server that logs prompts starts after its own cluster's collector.
+        assert (collectors[isvc.provider].urn in isvc.dependencies) is logged
+    groups = rec.by_type("aws:cloudwatch/logGroup:LogGroup")
+    assert len(groups) == 2
+    for group in groups:
+        assert group.inputs["retentionInDays"] == days
+        assert ("kmsKeyId" in group.inputs) is EXPECTED[environment]["stores_key"]
+    buckets = rec.by_type("gcp:logging/projectBucketConfig:ProjectBucketConfig")
+    assert [b.inputs["retentionDays"] for b in buckets] == [days, days]
+    workspaces = rec.by_type("azure-native:operationalinsights:Workspace")
+    assert [w.inputs["retentionInDays"] for w in workspaces] == [max(30, days)]
