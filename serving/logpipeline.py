@@ -45,9 +45,9 @@ IMAGE_KEY = "otel-collector"
 COMMAND_NAME = "otelcol-contrib"
 # The collector's Kubernetes service account: each cloud binds its log-writing identity to it.
 SERVICE_ACCOUNT = "log-collector"
-# The node's name, for AWS's per-node log stream: the chart sets K8S_NODE_NAME only with presets
-# this collector does not use (templates/_pod.tpl), so it is set here.
-NODE_NAME_ENV = "K8S_NODE_NAME"
+# The node's name, for AWS's per-node log stream: the chart sets OTEL_K8S_NODE_NAME from
+# spec.nodeName in every pod (templates/_pod.tpl at opentelemetry-collector-0.170.0, commit f5178cb).
+NODE_NAME_ENV = "OTEL_K8S_NODE_NAME"
 
 REDACTION_PROCESSOR = "transform/redact"
 RECEIVER = "filelog/models"
@@ -228,9 +228,8 @@ def collector_values(cloud: str, *, models_namespace: str, cluster: str, locatio
         # garbage collector works to stay under it; memory_limiter refuses data above 80%.
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
                       "limits": {"cpu": "1", "memory": "512Mi"}},
-        "extraEnvs": [{"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
     }
     if cloud == "azure":
-        values["extraEnvs"].append({"name": "APPLICATIONINSIGHTS_CONNECTION_STRING", "valueFrom": {
-            "secretKeyRef": {"name": azure_secret, "key": "connection-string"}}})
+        values["extraEnvs"] = [{"name": "APPLICATIONINSIGHTS_CONNECTION_STRING", "valueFrom": {
+            "secretKeyRef": {"name": azure_secret, "key": "connection-string"}}}]
     return values

@@ -143,15 +143,6 @@ def test_service_account_carries_the_binding_and_no_token():
                        "automountServiceAccountToken": False}
 
 
-def test_the_aws_log_stream_names_an_environment_variable_the_pod_has():
-    values = _values("aws")
-    stream = values["alternateConfig"]["exporters"]["awscloudwatchlogs"]["log_stream_name"]
-    variable = re.fullmatch(r"\$\{env:([A-Z][A-Z0-9_]*)\}", stream)
-    assert variable is not None
-    env = {e["name"]: e for e in values["extraEnvs"]}
-    assert env[variable.group(1)]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-
-
 def test_statements_round_trip_to_the_table():
     statements = redaction_statements()
     assert len(statements) == 2 * len(RULES)
@@ -203,7 +194,7 @@ def test_azure_reads_its_connection_string_from_a_secret():
     assert ref["name"] == "rtip-appinsights"
     assert values["alternateConfig"]["exporters"]["azuremonitor"]["connection_string"] == (
         "${env:APPLICATIONINSIGHTS_CONNECTION_STRING}")
-    assert "APPLICATIONINSIGHTS_CONNECTION_STRING" not in {e["name"] for e in _values("aws")["extraEnvs"]}
+    assert "extraEnvs" not in _values("aws")
 
 
 def test_vllm_request_logging_args():
