@@ -15,8 +15,9 @@ from dataclasses import replace
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving._options import ModelDemand
+from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.capacity import DoesNotFit, ReplicaCapacity, TierUnmeetable, slice_capacity
-from serving.models import Quantization
+from serving.models import ModelCard, Quantization
 from serving.profiles import SliceKind
 from serving.replica_sim import Unservable, replica_engine, simulated_capacity
 from serving.sharing import Partition, Sharing, TimeSlice, Whole
@@ -26,7 +27,7 @@ from serving.slices import SharingMode, served_context
 # How the planner sizes the placements it keeps: `measure` (the simulator, the default) or
 # `closed_form` (the screening model alone: for tests of packing invariants over many generated
 # stacks, where a simulation per example would bound how many stacks are tried).
-Sizing = Callable[["ModelDemand", SliceKind, Quantization], "ReplicaCapacity | None"]
+Sizing = Callable[["ModelDemand", SliceKind, Quantization], "ReplicaCapacity | DoesNotFit | None"]
 
 
 def closed_form(demand: ModelDemand, kind: SliceKind, quantization: Quantization) -> ReplicaCapacity | None:
@@ -45,9 +46,36 @@ def _sharing(kind: SliceKind) -> Sharing:
     return Whole()
 
 
-def measure(demand: ModelDemand, kind: SliceKind, quantization: Quantization) -> ReplicaCapacity | None:
-    """The simulated capacity of one option; None when the simulator finds the tier unservable
-    on it (the option is then dropped)."""
+def visible_memory_gb(kind: SliceKind) -> float:
+    """What one device of a replica of `kind` reports to vLLM, under the sharing the kind implies."""
+    return device_memory_gb(kind, _sharing(kind))
+
+
+def starts(card: ModelCard, kind: SliceKind, quantization: Quantization, context: int) -> DoesNotFit | None:
+    """vLLM 0.11's start-up check as a plan check: None when one `context`-token sequence fits the
+    KV cache the replica's memory leaves after the weights and the activation reserve
+    (serving.activation), else why not, in the terms of vLLM's own error
+    (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)."""
+    visible = visible_memory_gb(kind)
+    usable = visible * kind.tensor_parallel * gpu_memory_utilization(kind, _sharing(kind))
+    reserve = replica_reserve_gb(card, quantization, kind.tensor_parallel, visible, str(kind.gpu))
+    kv_tokens = kv_cache_tokens(card, quantization, usable, reserve)
+    if context <= kv_tokens:
+        return None
+    weights = card.variant_weights_gb(quantization)
+    return DoesNotFit(
+        f"{card.id} ({quantization}) on {kind.label}: vLLM would not start: max_model_len {context} "
+        f"needs {context * card.kv_bytes_per_token / 1e9:.2f} GB of KV cache, and {usable:.2f} GB "
+        f"usable less {weights:.2f} GB weights and a {reserve:.2f} GB activation reserve leaves "
+        f"{max(0.0, usable - weights - reserve):.2f} GB ({kv_tokens} tokens); use a bigger slice, "
+        f"more tensor parallelism, a quantized variant or max_model_len <= {kv_tokens}")
+
+
+def measure(demand: ModelDemand, kind: SliceKind,
+            quantization: Quantization) -> ReplicaCapacity | DoesNotFit | None:
+    """The simulated capacity of one option; DoesNotFit when vLLM would not start on it with the
+    served context (`starts`), None when the simulator finds the tier unservable on it (either
+    way the option is dropped: serving._options reports the first as a memory misfit)."""
     card = demand.card
     closed = slice_capacity(card, kind, quantization, demand.tier, demand.input_tokens,
                             demand.output_tokens, demand.context_tokens)
@@ -56,7 +84,12 @@ def measure(demand: ModelDemand, kind: SliceKind, quantization: Quantization) ->
     sharing = _sharing(kind)
     visible = device_memory_gb(kind, sharing)
     usable = visible * kind.tensor_parallel * gpu_memory_utilization(kind, sharing)
-    context = served_context(card, quantization, kind.memory_gb, demand.context_tokens)
+    context = served_context(card, quantization, kind.memory_gb, demand.context_tokens,
+                             tensor_parallel=kind.tensor_parallel, device_memory_gb=visible,
+                             device_name=str(kind.gpu))
+    refused = starts(card, kind, quantization, context)
+    if refused is not None:
+        return refused
     engine = replica_engine(card, kind, quantization, context, visible, usable)
     tier = demand.tier
     try:
@@ -69,4 +102,4 @@ def measure(demand: ModelDemand, kind: SliceKind, quantization: Quantization) ->
                    closed_form_qps=closed.qps, in_flight_curve=sim.curve)
 
 
-__all__ = ["Sizing", "closed_form", "measure"]
+__all__ = ["Sizing", "closed_form", "measure", "starts", "visible_memory_gb"]

@@ -137,9 +137,12 @@ def _no_option_message(demand: ModelDemand, pools: list[PoolSpec], why: Rejectio
         return (f"model {demand.name}: no slice of pools {allowed} meets tier {demand.tier.tier}; "
                 f"closest: {min(why.too_slow)[1]}")
     largest = max((p.gpu.memory_gb * p.gpus_per_node for p in pools), default=0)
+    # The last misfit: once the closed form's screen passes, it is vLLM's start-up check
+    # (serving.measured.starts) with its figures.
+    detail = f"; {why.no_fit[-1]}" if why.no_fit else ""
     return (f"model {demand.name} ({demand.card.id}, {demand.card.weights_gb:.0f} GB) fits no slice "
             f"of pools {allowed} (largest node {largest:.0f} GB): add a pool with bigger or more GPUs "
-            f"per node, allow a quantized variant, or lower max_model_len")
+            f"per node, allow a quantized variant, or lower max_model_len{detail}")
 
 
 def _lp_inputs(options: list[list[Option]], pools: list[PoolSpec]) -> tuple[list[Option], list[LpOption],

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.hardware import GIB_GB
 from serving.lengths import DATA as LENGTHS_DATA
 from serving.lengths import azure_conversation
@@ -85,9 +86,12 @@ def replica_engine(card: ModelCard, kind: SliceKind, quantization: Quantization,
                    visible_memory_gb: float, usable_memory_gb: float) -> EngineConfig:
     """vLLM 0.11 on one replica. `visible_memory_gb`: what one device reports (vLLM's batch-limit
     defaults depend on it); `usable_memory_gb`: what vLLM may fill on all the replica's devices
-    (visible x tensor parallel x --gpu-memory-utilization); the KV cache is that less the weights."""
-    free_gb = usable_memory_gb - card.variant_weights_gb(quantization)
-    kv_tokens = max(0, int(free_gb * 1e9 // card.kv_bytes_per_token))
+    (visible x tensor parallel x --gpu-memory-utilization); the KV cache is that less the weights
+    and the activation reserve of vLLM's start-up profile run (serving.activation). A
+    `max_model_len` the KV cache cannot hold is refused, as vLLM refuses to start
+    (EngineConfig raises ValueError; serving.measured checks first and drops the placement)."""
+    reserve = replica_reserve_gb(card, quantization, kind.tensor_parallel, visible_memory_gb, str(kind.gpu))
+    kv_tokens = kv_cache_tokens(card, quantization, usable_memory_gb, reserve)
     # vLLM compares the device's memory in GiB (default_batch_limits); the catalogs are in GB.
     tokens, seqs = default_batch_limits(visible_memory_gb / GIB_GB, str(kind.gpu))
     return EngineConfig(step=StepTime.from_profile(profile(card, kind, quantization)),

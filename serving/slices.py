@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.models import ModelCard, Quantization
 
 # vLLM's default --gpu-memory-utilization: the share of a slice vLLM may take for weights, KV
@@ -26,27 +27,41 @@ class SharingMode(StrEnum):
 
 
 def required_memory_gb(
-    card: ModelCard, quantization: Quantization, context_tokens: int = MIN_CONTEXT_TOKENS
+    card: ModelCard, quantization: Quantization, reserve_gb: float,
+    context_tokens: int = MIN_CONTEXT_TOKENS,
 ) -> float:
-    """Weights plus the KV cache of one sequence of `context_tokens`, before the utilization cap."""
-    return card.variant_weights_gb(quantization) + card.kv_bytes_per_token * context_tokens / 1e9
+    """What vLLM must fit under its utilization cap to start: the weights, the activation
+    reserve of its profile run (`reserve_gb`, all GPUs of the replica: serving.activation) and
+    the KV cache of one sequence of `context_tokens` (vLLM refuses to start without it)."""
+    return (card.variant_weights_gb(quantization) + reserve_gb
+            + card.kv_bytes_per_token * context_tokens / 1e9)
 
 
 def fits(card: ModelCard, quantization: Quantization, slice_memory_gb: float,
-         tensor_parallel: int = 1, context_tokens: int = MIN_CONTEXT_TOKENS) -> bool:
+         tensor_parallel: int = 1, context_tokens: int = MIN_CONTEXT_TOKENS,
+         device_name: str = "") -> bool:
+    """Whether vLLM starts on `tensor_parallel` devices reporting `slice_memory_gb` each, with
+    vLLM's default batch limits for such a device (`device_name` matters only for an A100)."""
     usable = slice_memory_gb * tensor_parallel * GPU_MEMORY_UTILIZATION
-    return required_memory_gb(card, quantization, context_tokens) <= usable
+    reserve = replica_reserve_gb(card, quantization, tensor_parallel, slice_memory_gb, device_name)
+    return required_memory_gb(card, quantization, reserve, context_tokens) <= usable
 
 
 def served_context(card: ModelCard, quantization: Quantization, replica_memory_gb: float,
-                   requested: int | None) -> int:
+                   requested: int | None, *, tensor_parallel: int = 1,
+                   device_memory_gb: float | None = None, device_name: str = "") -> int:
     """The --max-model-len vLLM serves: the spec's, else the longest context whose KV cache fits
-    beside the weights in the replica's memory (all GPUs of its TP group together: vLLM refuses to
-    start when one full-length sequence does not fit)."""
+    beside the weights and the activation reserve in the replica's memory (all GPUs of its TP
+    group together). `device_memory_gb`: what one device reports, which sets vLLM's default
+    batch limits and so the reserve (default: the replica's memory over its GPUs; a time-sliced
+    share reports the whole GPU). Whether a requested context starts is checked where the
+    placement is sized (serving.measured: vLLM refuses to start when one full-length sequence
+    does not fit)."""
     if requested is not None:
         return requested
-    free_gb = replica_memory_gb * GPU_MEMORY_UTILIZATION - card.variant_weights_gb(quantization)
-    fits_tokens = int(free_gb * 1e9 // card.kv_bytes_per_token)
+    device = device_memory_gb if device_memory_gb is not None else replica_memory_gb / tensor_parallel
+    reserve = replica_reserve_gb(card, quantization, tensor_parallel, device, device_name)
+    fits_tokens = kv_cache_tokens(card, quantization, replica_memory_gb * GPU_MEMORY_UTILIZATION, reserve)
     # vLLM's KV blocks hold 16 tokens; a multiple of 256 keeps the number readable.
     return max(MIN_CONTEXT_TOKENS, min(card.context_max, fits_tokens // 256 * 256))
 

@@ -15,6 +15,7 @@ from serving.autoscaling import Autoscaling, autoscaling
 from serving.capacity import ReplicaCapacity
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud
+from serving.measured import visible_memory_gb
 from serving.models import CATALOG, Quantization
 from serving.packing import ModelPlacement
 from serving.profiles import SliceKind, profile
@@ -99,7 +100,9 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
         slice=placed.slice, resource=resource, quantization=placed.quantization,
         weights_gb=card.variant_weights_gb(placed.quantization),
         max_model_len=served_context(card, placed.quantization, placed.slice.memory_gb,
-                                     model.max_model_len),
+                                     model.max_model_len, tensor_parallel=placed.slice.tensor_parallel,
+                                     device_memory_gb=visible_memory_gb(placed.slice),
+                                     device_name=str(placed.slice.gpu)),
         min_replicas=reps.min_replicas, max_replicas=reps.max_replicas, replicas_source=source,
         cold_start=placed.cold_start,
         source_uri=model.source_uri or source_uri(spec, region, model.name),

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
+from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.deployments import predictor_deployment
 from serving.models import CATALOG
 from serving.replica_sim import replica_engine
@@ -145,7 +146,8 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     device_gb = device_memory_gb(kind, pool.sharing)
     utilization = gpu_memory_utilization(kind, pool.sharing)
     usable_gb = device_gb * kind.tensor_parallel * utilization
-    kv_tokens = max(0, int((usable_gb - mp.weights_gb) * 1e9 // card.kv_bytes_per_token))
+    reserve_gb = replica_reserve_gb(card, mp.quantization, kind.tensor_parallel, device_gb, str(kind.gpu))
+    kv_tokens = kv_cache_tokens(card, mp.quantization, usable_gb, reserve_gb)  # as replica_engine
     engine = replica_engine(card, kind, mp.quantization, mp.max_model_len, device_gb, usable_gb)
     zones = pool.zones
     slots = _slots_per_node(mp, pool)

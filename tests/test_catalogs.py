@@ -103,25 +103,36 @@ def test_model_catalog() -> None:
 
 def test_memory_fit() -> None:
     # Hand calculation: 70B BF16 141.1 GB + one 4,096-token KV cache (80 layers x 8 heads x 128 x
-    # 2 x 2 B = 327,680 B/token, 1.34 GB) against 90% of 80 GB (72 GB) per GPU.
+    # 2 x 2 B = 327,680 B/token, 1.34 GB) + vLLM's profile-run reserve against 90% of 80 GB
+    # (72 GB) per GPU. The reserve per GPU on an H100 (8192 tokens, 1024 sequences): TP 1, MLP
+    # 8192 x 3 x 28,672 x 2 B + 2 x 8192 x 8192 x 2 B = 1.678 GB; TP 2, 0.973 GB each.
     card = CATALOG["llama-3.3-70b-instruct"]
-    assert not fits(card, Quantization.NONE, 80, 1)
-    assert fits(card, Quantization.NONE, 80, 2)  # 142.4 GB <= 144 GB
-    assert not fits(card, Quantization.FP8, 80, 1)  # 72.7 GB + 1.3 GB > 72 GB
-    assert fits(card, Quantization.INT4, 80, 1)  # 39.9 GB + 1.3 GB
+    h100 = "H100-80GB"
+    assert not fits(card, Quantization.NONE, 80, 1, device_name=h100)
+    assert not fits(card, Quantization.NONE, 80, 2, device_name=h100)  # 144.39 GB > 144 GB
+    assert fits(card, Quantization.NONE, 80, 4, device_name=h100)  # 145.9 GB <= 288 GB
+    assert not fits(card, Quantization.FP8, 80, 1, device_name=h100)  # 72.7 + 1.7 + 1.3 > 72 GB
+    assert fits(card, Quantization.INT4, 80, 1, device_name=h100)  # 39.9 + 1.7 + 1.3 GB
 
 
 def test_served_context_counts_a_tp_group_once() -> None:
-    """Llama-3.3-70B BF16 on two H100s: 2 x 80 GB x 0.9 = 144 GB, less 141.1 GB of weights
-    (serving/models.py card) leaves a few GB of KV cache, so a few thousand tokens, never the
-    131k model maximum a double-counted TP group (2 x 160 GB) would claim."""
+    """Llama-3.3-70B FP8 on two H100s: 2 x 80 GB x 0.9 = 144 GB, less 72.7 GB of weights
+    (serving/models.py card) and 2 x 0.973 GB of activation reserve: 69.354 GB of KV cache at
+    327,680 B a token, 211,650 tokens, so the 131,072 model maximum; on one H100 72 GB less
+    72.7 GB leaves nothing (the 4,096 floor, which vLLM would refuse: serving.measured.starts).
+    A double-counted TP group (2 x 160 GB) would claim the maximum on one GPU too."""
     from serving.profiles import SliceKind
     from serving.slices import served_context
 
     card = CATALOG["llama-3.3-70b-instruct"]
     kind = SliceKind(GpuModel.H100_80GB, tensor_parallel=2)
     assert kind.memory_gb == 160
-    free_gb = 160 * 0.9 - card.variant_weights_gb(Quantization.NONE)
-    by_hand = int(free_gb * 1e9 // card.kv_bytes_per_token) // 256 * 256
-    assert served_context(card, Quantization.NONE, kind.memory_gb, None) == max(4096, by_hand)
-    assert served_context(card, Quantization.NONE, kind.memory_gb, None) < 20_000
+    assert served_context(card, Quantization.FP8, kind.memory_gb, None, tensor_parallel=2,
+                          device_name=str(kind.gpu)) == 131072
+    one = SliceKind(GpuModel.H100_80GB)
+    assert served_context(card, Quantization.FP8, one.memory_gb, None, device_name=str(one.gpu)) == 4096
+    # BF16 on the pair: 144 - 141.1 - 1.946 = 0.954 GB, 2,910 tokens, so the 4,096 floor.
+    free_gb = 160 * 0.9 - card.variant_weights_gb(Quantization.NONE) - 2 * 0.973078528
+    assert int(free_gb * 1e9 // card.kv_bytes_per_token) == 2910
+    assert served_context(card, Quantization.NONE, kind.memory_gb, None, tensor_parallel=2,
+                          device_name=str(kind.gpu)) == 4096
