@@ -118,3 +118,26 @@ def test_reserve_rejects_nonsense_limits() -> None:
         activation_reserve_gb(card, Quantization.NONE, 1, 0, 256)
     with pytest.raises(ValueError, match="no int4 variant"):
         activation_reserve_gb(CATALOG["llama-3.2-1b-instruct"], Quantization.INT4, 1, 2048, 256)
+
+
+def test_a_max_model_len_vllm_could_not_start_is_refused_at_plan_time(tmp_path, capsys) -> None:
+    """dev's llama-3b (FP8 only, on a 2-way time-sliced L4): 24 GB x 0.45 = 10.8 GB usable less
+    3.54 GB of weights and the 0.144 GB reserve (sampler 256 x 128,256 x 4 B + 2048 x 3072 x 2 B
+    = 143,917,056 B) leaves 7.116 GB, 62,047 tokens at 114,688 B (28 x 8 x 128 x 2 x 2). 62,800
+    passes the closed form's screen (no reserve: 63,302 tokens) but not vLLM's start-up check."""
+    import copy
+
+    from rtip.cli import main
+    from tests.conftest import stack_doc, write_stack
+
+    card, kind = CATALOG["llama-3.2-3b-instruct"], SliceKind(GpuModel.L4, SharingMode.TIME_SLICE, shares=2)
+    assert starts(card, kind, Quantization.FP8, 62047) is None
+    assert starts(card, kind, Quantization.FP8, 62048) is not None
+    platform = copy.deepcopy(stack_doc("dev")["config"]["rtip:platform"])
+    assert platform["models"][0]["catalog"] == card.id and platform["models"][0]["pool"] == "l4"
+    platform["models"][0]["max_model_len"] = 62800
+    code = main(["plan", str(write_stack(tmp_path, platform))])
+    out = capsys.readouterr()
+    assert code == 2 and out.out == "" and "Traceback" not in out.err
+    assert "rtip:platform.models[0]" in out.err
+    assert "vLLM would not start: max_model_len 62800" in out.err and "max_model_len <= 62047" in out.err
