@@ -105,6 +105,24 @@ def test_each_model_routes_on_its_served_name_to_its_pool(stack: str) -> None:
             assert header["value"] == served_name(isvcs[(where, pool["name"])])
 
 
+def test_the_pools_grant_the_route_and_its_generated_httproute() -> None:
+    """Both controllers check the cross-namespace pool reference: the AI Gateway's from an
+    AIGatewayRoute (ai-gateway v1.1.0 internal/controller/referencegrant.go matchesFrom: group
+    aigateway.envoyproxy.io, kind AIGatewayRoute, the route's namespace), Envoy Gateway's from
+    the HTTPRoute generated beside it."""
+    record = record_of("prod")
+    for route in routes(record):
+        ns = route.inputs["metadata"]["namespace"]
+        pools_ns = {r["backendRefs"][0]["namespace"] for r in route.inputs["spec"]["rules"]}
+        grants = [g for g in kind(record, "ReferenceGrant") if g.provider == route.provider
+                  and g.inputs["metadata"]["namespace"] in pools_ns]
+        assert len(grants) == len(pools_ns) == 1
+        spec = grants[0].inputs["spec"]
+        assert {"group": "aigateway.envoyproxy.io", "kind": "AIGatewayRoute", "namespace": ns} in spec["from"]
+        assert {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": ns} in spec["from"]
+        assert spec["to"] == [{"group": "inference.networking.k8s.io", "kind": "InferencePool"}]
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_route_tenants_and_limits_are_the_stack_files(stack: str) -> None:
     record = record_of(stack)
