@@ -36,6 +36,7 @@ from typing import Any
 
 from serving._model_pod import VLLM_PORT
 from serving.hardware import Cloud
+from serving.nodeprep import NODE_PREP_NAME
 
 NS_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace (1.22+)
 KUBE_SYSTEM = "kube-system"
@@ -172,9 +173,20 @@ GATEWAY_API_CLIENTS = (Pods(SYSTEM, (("control-plane", "envoy-gateway"),)),
                        Pods(SYSTEM, (("app", "certgen"),)),
                        Pods(SYSTEM, (("app.kubernetes.io/name", "ai-gateway-helm"),)))
 
+# Pods that open and accept no connection at all, each held by a policy of its own that selects
+# it by its labels and allows nothing (the namespace's default deny covers it too; checkov's
+# CKV2_K8S_6 graph only links a NetworkPolicy to a Pod through `podSelector.matchLabels`, never
+# through an empty selector: checkov NetworkPolicyEdgeBuilder.find_connections skips a falsy
+# podSelector). The NVMe cache's node prep (serving/nodeprep.py) enters the host's mount, UTS,
+# IPC and PID namespaces but not its network one, talks to the runtime over a host socket and
+# calls no service: it needs no network, not even DNS.
+ISOLATED: tuple[Pods, ...] = (Pods(NODE_PREP, (("app.kubernetes.io/name", NODE_PREP_NAME),)),)
+NO_NETWORK = frozenset(p.namespace for p in ISOLATED)
+
 FLOWS: tuple[Flow, ...] = (
     # Name resolution: CoreDNS/kube-dns pods carry k8s-app=kube-dns on EKS, GKE and AKS.
-    *(Flow(everyone(ns), Pods(KUBE_SYSTEM, (("k8s-app", "kube-dns"),)), DNS) for ns in GOVERNED),
+    *(Flow(everyone(ns), Pods(KUBE_SYSTEM, (("k8s-app", "kube-dns"),)), DNS)
+      for ns in GOVERNED if ns not in NO_NETWORK),
     # kube-prometheus-stack's parts call each other: Prometheus scrapes the operator (10250),
     # kube-state-metrics (8080), Grafana, Alertmanager and itself; it sends alerts to Alertmanager
     # (9093), whose replicas gossip (9094); Grafana queries Prometheus (9090).
@@ -311,6 +323,12 @@ def namespace_policies(ns: str, net: ClusterNetwork) -> list[dict[str, Any]]:
             key = "ingress" if o.ingress else "egress"
             add(o.pods, key, _rule(_block(o), o.ports, "from" if o.ingress else "to"))
     bodies = [_policy(ns, DENY_ALL, {}, {"policyTypes": ["Ingress", "Egress"]})]
+    if ns in NO_NETWORK and rules:
+        raise ValueError(f"namespace {ns} holds only isolated pods but has flows: {sorted(map(repr, rules))}")
+    for pods in ISOLATED:
+        if pods.namespace == ns:
+            bodies.append(_policy(ns, f"rtip-isolate-{pods.labels[0][1]}", pods.selector(),
+                                  {"policyTypes": ["Ingress", "Egress"]}))
     for pods, found in sorted(rules.items(), key=lambda kv: _order(kv[0])):
         spec: dict[str, Any] = {"policyTypes": [k.capitalize() for k in ("ingress", "egress") if found[k]]}
         spec.update({k: v for k, v in found.items() if v})
@@ -344,7 +362,8 @@ def _policy(ns: str, name: str, selector: dict[str, Any], spec: dict[str, Any]) 
 __all__ = ["AMD", "ANYWHERE", "API_CLIENTS", "CERT_MANAGER", "DENY_ALL", "DNS", "DOWNLOAD_JOBS",
            "ENDPOINT_PICKERS", "EPP_PORT", "FLOWS",
            "GATEWAY_API_CLIENTS",
-           "GATEWAY_NAMESPACE", "GOVERNED", "HTTPS_PORT", "IDENTITY", "KEDA", "KSERVE", "KUBE_SYSTEM",
+           "GATEWAY_NAMESPACE", "GOVERNED", "HTTPS_PORT", "IDENTITY", "ISOLATED", "KEDA", "KSERVE",
+           "KUBE_SYSTEM",
            "MODELS", "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PROMETHEUS_PORT",
            "PROXIES", "PROXY_LABEL", "PROXY_PORT", "SYSTEM",
            "WEBHOOKS", "ClusterNetwork", "Flow", "Outside", "Pods", "Port", "namespace_policies",

@@ -30,16 +30,6 @@ ACCEPTED_FOR: dict[tuple[str, str], str] = {
 } | {
     ("CKV_K8S_8", NODE_PREP): "a one-shot setup step that then sleeps: a liveness probe tests nothing",
     ("CKV_K8S_9", NODE_PREP): "no traffic is ever sent to it: a readiness probe tests nothing",
-    ("CKV_K8S_43", NODE_PREP): "pinned by an immutable tag in the region's registry until digests land",
-    ("CKV_K8S_15", NODE_PREP): "a pinned, immutable tag: IfNotPresent cannot fetch another image",
-    # The rate-limit counters' Valkey (serving/gateway.py): the same image pinning as every
-    # toolkit image (an immutable tag in the region's registry; `registries.digests` pins a digest).
-    ("CKV_K8S_43", "Deployment.rtip-system.rtip-ratelimit-redis"): "pinned by an immutable tag in the "
-    "region's registry; a digest is one `registries.digests` entry away",
-    ("CKV_K8S_15", "Deployment.rtip-system.rtip-ratelimit-redis"): "a pinned, immutable tag: "
-    "IfNotPresent cannot fetch another image",
-    ("CKV2_K8S_6", "Pod.rtip-node-prep.rtip-nvme-cache"): "it opens no port and calls no service; the "
-    "default-deny NetworkPolicies of every namespace are the security issue's next step",
 }
 
 

@@ -184,6 +184,23 @@ def aws() -> list[dict[str, Any]]:
     return cluster_policies(record_of("prod"), "aws")
 
 
+def test_node_prep_pods_have_a_policy_of_their_own_that_allows_nothing(aws: list[dict[str, Any]]) -> None:
+    # checkov's CKV2_K8S_6 links a policy to a pod only through matchLabels the pod carries.
+    from serving.nodeprep import node_prep_daemonset
+
+    ds = node_prep_daemonset(netpol.NODE_PREP, "/mnt/nvme", False, "img", {}, [])
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    own = [p for p in aws if p["metadata"]["namespace"] == netpol.NODE_PREP
+           and p["spec"]["podSelector"].get("matchLabels")
+           and p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()]
+    assert len(own) == 1
+    assert own[0]["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert "ingress" not in own[0]["spec"] and "egress" not in own[0]["spec"]
+    # Nothing else in the namespace opens a path for it.
+    assert all(not p["spec"].get("ingress") and not p["spec"].get("egress")
+               for p in aws if p["metadata"]["namespace"] == netpol.NODE_PREP)
+
+
 def test_needed_flows_pass(aws: list[dict[str, Any]]) -> None:
     ok = [
         (PROMETHEUS, MODEL, 8080, "TCP"),  # the model's PodMonitor
@@ -194,7 +211,6 @@ def test_needed_flows_pass(aws: list[dict[str, Any]]) -> None:
         (PROMETHEUS, NODE, 9100, "TCP"),
         (GATEWAY, MODEL, 8080, "TCP"),
         (MODEL, DNS, 53, "UDP"),
-        (NODE_PREP, DNS, 53, "UDP"),
         (MODEL, S3, 443, "TCP"),  # weights
         (MODEL, Endpoint("169.254.170.23"), 80, "TCP"),  # EKS Pod Identity agent
         (KSERVE, API_SERVER["aws"], 443, "TCP"),
@@ -222,6 +238,7 @@ def test_other_flows_are_refused(aws: list[dict[str, Any]]) -> None:
         (MODEL, Endpoint("8.8.8.8"), 80),
         (NODE_PREP, S3, 443),
         (NODE_PREP, API_SERVER["aws"], 443),
+        (NODE_PREP, DNS, 53),  # it enters the host's mount namespace, not its network one
         (KSERVE, S3, 443),  # controllers reach the API only
         (PROMETHEUS, KSERVE, 9443),
         (API_SERVER["aws"], KSERVE, 8443),
