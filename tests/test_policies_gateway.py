@@ -6,6 +6,7 @@ applies follows Envoy Gateway's documented precedence (route over Gateway, rule 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from rtip.offline import Record
@@ -14,8 +15,10 @@ from tests.conftest import record_of
 from tests.test_policies import found, res
 
 POLICY = "routes-behind-auth-and-limits"
-PARENT = "urn:pulumi:t::rtip::rtip:k8s:Gateway::c1-gateway"
-OTHER_CLUSTER = "urn:pulumi:t::rtip::rtip:k8s:Gateway::c2-gateway"
+PROVIDER = "pulumi:providers:kubernetes"
+# Two clusters: each Kubernetes object names its cluster's provider.
+CLUSTERS = [res(PROVIDER, name, {}) for name in ("c1", "c2")]
+HERE, OTHER_CLUSTER = (c.urn for c in CLUSTERS)
 
 
 class T:
@@ -26,10 +29,11 @@ class T:
 TENANTS = [T("search", 600, 2_000_000, ["*"]), T("chat", 60, None, ["m1"])]
 
 
-def k8s(body: dict[str, Any], name: str | None = None, parent: str = PARENT) -> Any:
+def k8s(body: dict[str, Any], name: str | None = None, cluster: str = HERE) -> Any:
     group, _, version = body["apiVersion"].rpartition("/")
     type_ = f"kubernetes:{group}/{version}:{body['kind']}"
-    return res(type_, name or f"{body['kind'].lower()}-{body['metadata']['name']}", body, parent=parent)
+    made = res(type_, name or f"{body['kind'].lower()}-{body['metadata']['name']}", body)
+    return dataclasses.replace(made, provider=cluster)
 
 
 def route(tokens: bool = True) -> dict[str, Any]:
@@ -42,11 +46,6 @@ def security() -> dict[str, Any]:
 
 def limits() -> dict[str, Any]:
     return gw.rate_limit_policy(TENANTS)
-
-
-# The clusters' Gateway components the bodies hang under (the analyzer resolves a parent only
-# when it is in the stack).
-CLUSTERS = [res("rtip:k8s:Gateway", urn.rsplit("::", 1)[-1], {}) for urn in (PARENT, OTHER_CLUSTER)]
 
 
 def flagged(*resources: Any) -> set[str]:
@@ -89,7 +88,7 @@ def test_a_token_limit_nothing_charges_fails() -> None:
 
 
 def test_policies_must_be_on_the_routes_cluster_and_namespace() -> None:
-    assert flagged(k8s(route()), k8s(security(), parent=OTHER_CLUSTER), k8s(limits())) == {
+    assert flagged(k8s(route()), k8s(security(), cluster=OTHER_CLUSTER), k8s(limits())) == {
         "aigatewayroute-rtip-models"}
     elsewhere = security()
     elsewhere["metadata"]["namespace"] = "default"

@@ -9,8 +9,7 @@ security-policy.md and backend-traffic-policy.md): one targeting the route overr
 its Gateway, and one targeting a rule (`sectionName`) overrides both for that rule, unless it sets
 `mergeType`, which merges it into its parent's. So the route-wide policies (or, without any, the
 Gateway's) must carry the requirement, and so must every rule-level one that does not merge.
-Policies count on the same cluster only: the toolkit emits a cluster's routes and their policies
-under one component, so they share a parent.
+Policies count on the same cluster only: the same Kubernetes provider.
 
 The requirement: a SecurityPolicy with `apiKeyAuth` credentials or `jwt` providers, and a
 BackendTrafficPolicy with a rate limit whose request-counting rules each select a client (per
@@ -59,7 +58,7 @@ def _applying(route: StackResource, policies: list[StackResource]) -> list[tuple
     does not merge into it."""
     name = get(route.props, "metadata", "name")
     gateways = {get(p, "name") for p in get(route.props, "spec", "parentRefs", default=[])}
-    here = [p for p in policies if p.parent == route.parent and _namespace(p) == _namespace(route)]
+    here = [p for p in policies if p.provider == route.provider and _namespace(p) == _namespace(route)]
 
     def aimed(p: StackResource, kind: str, names: set[Any], whole: bool) -> bool:
         return any(t.get("kind") == kind and t.get("name") in names
