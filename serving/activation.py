@@ -25,8 +25,8 @@ sort buffers, allocator rounding):
   q/k/v output (tokens x (heads + 2 kv_heads) x head_dim / TP) is smaller than the MLP's for
   every catalog model, so the MLP is the peak.
 - sampler: the logits of every dummy request, max_num_seqs x vocab, in FP32 (vLLM's Sampler
-  casts them to float32; the logits processor gathers the full vocabulary on the driver rank,
-  so tensor parallelism does not split them), while the forward pass's tokens x hidden output
+  casts them to float32; the logits processor gathers the vocabulary shards of a TP group, so
+  tensor parallelism does not split them), while the forward pass's tokens x hidden output
   is still referenced.
 - the two happen one after the other: the reserve is the larger.
 
@@ -35,8 +35,13 @@ Left out, for want of a figure in vLLM's source or docs to base them on: the non
 vision encoder's own profile over its largest image (model-specific: Qwen2.5-VL's processor
 settings decide the image size); both only add to the reserve. CUDA graphs are captured after
 the KV cache is allocated (`compile_or_warm_up_model`), outside the gpu_memory_utilization
-budget, so they take from the 10% vLLM leaves, not from the KV cache. Read from vllm-project/vllm
-source as stored (gpu_worker.py, gpu_model_runner.py profile_run/_dummy_run/_dummy_sampler_run).
+budget, so they take from the 10% vLLM leaves, not from the KV cache.
+
+Sources: vllm-project/vllm vllm/v1/worker/gpu_worker.py (determine_available_memory,
+compile_or_warm_up_model) as stored at commit 0012cf69, an earlier V1 release than the v0.11.0
+tag the toolkit pins (whose snapshot was too large to fetch here), and gpu_model_runner.py
+`profile_run`/`_dummy_run`/`_dummy_sampler_run` as quoted from later V1 copies; the start-up
+error text as vLLM users quote it. The batch limits are v0.11.0's (serving.simulator.config).
 """
 
 from __future__ import annotations
