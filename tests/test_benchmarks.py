@@ -42,7 +42,7 @@ def test_autoscaling_benchmark_runs_every_policy_on_a_short_trace() -> None:
     bench = _load("autoscaling")
     plan = plan_of("dev")
     trace = poisson(1.0, 300, (1155, 211), seed=3)
-    rows = bench.rows({"poisson": plan}, {"poisson": trace}, 240.0, models=["llama-1b"])
+    rows = bench.rows({"poisson": plan}, {"poisson": trace}, 240.0, models=["llama-1b"], zone_loss=False)
     assert [r["policy"] for r in rows] == list(bench.POLICIES)
     (mp,) = [m for m in select(plan, "llama-1b")]
     static = next(r for r in rows if r["policy"] == "static-peak")
@@ -71,6 +71,26 @@ def test_capacity_check_runs_one_replica_at_the_claimed_rate() -> None:
     assert row["simulated_ttft_s"] > 0 and row["simulated_tpot_s"] > 0
 
 
+def test_autoscaling_benchmark_loses_a_zone_as_the_busiest_minute_begins() -> None:
+    from serving.simulator import poisson
+    from stacks.simulation import deployment, select
+    from tests.conftest import plan_of
+
+    bench = _load("autoscaling")
+    plan = plan_of("prod")
+    (mp,) = select(plan, "llama-3b")
+    dep = deployment(plan, mp)
+    trace = poisson(mp.peak_qps, 240.0, (1155, 211), seed=5)
+    loss = bench.zone_loss_at_peak(dep, trace, "plan")
+    # The busiest 60 s window by hand: the arrival that starts the most arrivals within 60 s.
+    t = trace.arrival_s.tolist()
+    counts = [sum(1 for u in t[i:] if u < s + 60.0) for i, s in enumerate(t)]
+    assert loss["at_s"] == round(t[counts.index(max(counts))], 1)
+    assert loss["zone"] == dep.fleet.zones[0] and len(dep.fleet.zones) > 1
+    assert loss["status"] in ("PASS", "FAIL") and loss["failed_in_flight"] >= 0
+    assert (loss["status"] == "FAIL") == (loss["bad_share"] > loss["error_budget"])
+
+
 def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
     bench = _load("autoscaling")
     targets = {"ttft_s": 2.0, "tpot_s": 0.1}
@@ -95,6 +115,9 @@ def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
     (v,) = bench.verdicts(runs)
     assert v["cheaper_baselines_meeting_slo"] == ["keda-tutorial"]
     assert v["cheaper_baselines_meeting_slo_and_tail_at_peak"] == []
+    assert v["cheaper_baselines_meeting_slo_and_zone_loss"] == []  # no zone-loss run: not shown to pass
+    runs[2] = {**row("keda-tutorial", 8.0, True), "zone_loss": {"status": "PASS"}}
+    assert bench.verdicts(runs)[0]["cheaper_baselines_meeting_slo_and_zone_loss"] == ["keda-tutorial"]
     runs[2] = row("keda-tutorial", 8.0, False)  # cheaper, but missing the SLO, does not count
     assert bench.verdicts(runs)[0]["targets_met"]
     runs[1] = row("static-peak", 13.0, True)  # 10 / 13 > 0.7
