@@ -76,7 +76,7 @@ class RequestLogs(pulumi.ComponentResource):
             after.append(k8s.core.v1.Secret(
                 f"{name}-connection", metadata=k8s.meta.v1.ObjectMetaArgs(
                     name=AZURE_SECRET, namespace=LOGS, labels={"app.kubernetes.io/managed-by": "rtip"}),
-                type="Opaque", string_data={"connection-string": sink.connection_string},
+                type="Opaque", string_data={logpipeline.AZURE_SECRET_KEY: sink.connection_string},
                 opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[ns])))
         pins = dict(digests or {})
         what = f"log collector on {facts.name}"

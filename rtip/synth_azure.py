@@ -200,6 +200,21 @@ def _role_assignment(a: SynthArgs) -> tuple[str, dict[str, Any]]:
         "name": name, "principalType": a.inputs.get("principalType", "ServicePrincipal")}
 
 
+def _workspace(a: SynthArgs) -> tuple[str, dict[str, Any]]:
+    name, rid = _provider_path(a, "Microsoft.OperationalInsights", "workspaces", "workspaceName")
+    return rid, {"name": name, "customerId": _uuid(a.urn), "provisioningState": "Succeeded"}
+
+
+def _insights(a: SynthArgs) -> tuple[str, dict[str, Any]]:
+    # The connection string's shape as the Azure portal shows it (InstrumentationKey, regional
+    # IngestionEndpoint, LiveEndpoint, ApplicationId).
+    name, rid = _provider_path(a, "Microsoft.Insights", "components", "resourceName")
+    key, app, region = _uuid(a.urn + "key"), _uuid(a.urn + "app"), a.inputs.get("location", a.region)
+    return rid, {"name": name, "instrumentationKey": key, "appId": app, "connectionString": (
+        f"InstrumentationKey={key};IngestionEndpoint=https://{region}-0.in.applicationinsights.azure.com/;"
+        f"LiveEndpoint=https://{region}.livediagnostics.monitor.azure.com/;ApplicationId={app}")}
+
+
 AZURE: dict[str, Synthesizer] = {
     "azure-native:resources:ResourceGroup": _resource_group,
     "azure-native:network:VirtualNetwork": _vnet,
@@ -217,6 +232,8 @@ AZURE: dict[str, Synthesizer] = {
     "azure-native:managedidentity:UserAssignedIdentity": _user_identity,
     "azure-native:managedidentity:FederatedIdentityCredential": _federated_credential,
     "azure-native:authorization:RoleAssignment": _role_assignment,
+    "azure-native:operationalinsights:Workspace": _workspace,
+    "azure-native:applicationinsights:Component": _insights,
 }
 
 

@@ -48,6 +48,10 @@ SERVICE_ACCOUNT = "log-collector"
 # The node's name, for AWS's per-node log stream: the chart sets OTEL_K8S_NODE_NAME from
 # spec.nodeName in every pod (templates/_pod.tpl at opentelemetry-collector-0.170.0, commit f5178cb).
 NODE_NAME_ENV = "OTEL_K8S_NODE_NAME"
+# Where the Azure exporter's connection string is mounted from its Secret (key `connection-string`).
+AZURE_SECRET_KEY = "connection-string"
+AZURE_SECRET_DIR = "/var/run/secrets/rtip-appinsights"
+AZURE_SECRET_FILE = f"{AZURE_SECRET_DIR}/{AZURE_SECRET_KEY}"
 
 REDACTION_PROCESSOR = "transform/redact"
 RECEIVER = "filelog/models"
@@ -126,7 +130,10 @@ EXPORTERS: dict[str, CloudExporter] = {
         "(components/gcp/logs.py)"),
     "azure": CloudExporter(
         "azuremonitor",
-        lambda cluster, _region: {"connection_string": "${env:APPLICATIONINSIGHTS_CONNECTION_STRING}"},
+        # The `file` config provider (in the contrib distribution's manifest, opentelemetry-collector-
+        # releases distributions/otelcol-contrib/manifest.yaml `providers`) reads the Secret's
+        # mounted key at start: a file, not an environment variable in the pod spec.
+        lambda cluster, _region: {"connection_string": "${file:" + AZURE_SECRET_FILE + "}"},
         "Application Insights connection string from the Secret named in `azure_secret` "
         "(components/azure/logs.py)"),
 }
@@ -230,6 +237,9 @@ def collector_values(cloud: str, *, models_namespace: str, cluster: str, locatio
                       "limits": {"cpu": "1", "memory": "512Mi"}},
     }
     if cloud == "azure":
-        values["extraEnvs"] = [{"name": "APPLICATIONINSIGHTS_CONNECTION_STRING", "valueFrom": {
-            "secretKeyRef": {"name": azure_secret, "key": "connection-string"}}}]
+        item = {"key": AZURE_SECRET_KEY, "path": AZURE_SECRET_KEY}
+        values["extraVolumes"].append({"name": "appinsights", "secret": {"secretName": azure_secret,
+                                                                        "items": [item]}})
+        values["extraVolumeMounts"].append({"name": "appinsights", "mountPath": AZURE_SECRET_DIR,
+                                            "readOnly": True})
     return values

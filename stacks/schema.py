@@ -326,7 +326,7 @@ class RegistriesSpec(_Spec):
         "where no cache can pull them without a credential (ECR: docker.io and ghcr.io without "
         "`upstream_credentials`), replicated into every region and filled by a mirror step "
         "(default: the Docker Hub images a region may run: both vLLM builds, node-prep for NVMe "
-        "pools, and the front door's Envoy, AI Gateway and Valkey images)."))
+        "pools, the front door's Envoy, AI Gateway and Valkey images, and the log collector's)."))
     weights_versions_kept: Count = Field(default=3, ge=1, description=(
         "Published weights versions kept per model, the current one included (default 3)."))
     digests: dict[str, str] = Field(default_factory=dict, description=(

@@ -187,14 +187,17 @@ def test_collector_replay_equals_python_patterns_only_on_the_whole_corpus():
         assert _collector_replay(text, statements) == redact(text, validate=False)[0], text
 
 
-def test_azure_reads_its_connection_string_from_a_secret():
+def test_azure_reads_its_connection_string_from_a_mounted_secret():
     values = _values("azure")
-    env = {e["name"]: e for e in values["extraEnvs"]}
-    ref = env["APPLICATIONINSIGHTS_CONNECTION_STRING"]["valueFrom"]["secretKeyRef"]
-    assert ref["name"] == "rtip-appinsights"
-    assert values["alternateConfig"]["exporters"]["azuremonitor"]["connection_string"] == (
-        "${env:APPLICATIONINSIGHTS_CONNECTION_STRING}")
-    assert "extraEnvs" not in _values("aws")
+    [volume] = [v for v in values["extraVolumes"] if "secret" in v]
+    assert volume["secret"]["secretName"] == "rtip-appinsights"
+    [mount] = [m for m in values["extraVolumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True
+    [item] = volume["secret"]["items"]
+    path = f"{mount['mountPath']}/{item['path']}"
+    assert values["alternateConfig"]["exporters"]["azuremonitor"]["connection_string"] == f"${{file:{path}}}"
+    assert "extraEnvs" not in values  # no secret in the environment
+    assert not [v for v in _values("aws")["extraVolumes"] if "secret" in v]
 
 
 def test_vllm_request_logging_args():
