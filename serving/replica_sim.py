@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from serving.activation import kv_cache_tokens, replica_reserve_gb
+from serving.activation import activation_reserve_gb, kv_cache_tokens
 from serving.hardware import GIB_GB
 from serving.lengths import DATA as LENGTHS_DATA
 from serving.lengths import azure_conversation
@@ -83,17 +83,21 @@ class Unservable(ValueError):
 
 
 def replica_engine(card: ModelCard, kind: SliceKind, quantization: Quantization, max_model_len: int,
-                   visible_memory_gb: float, usable_memory_gb: float) -> EngineConfig:
+                   visible_memory_gb: float, usable_memory_gb: float,
+                   batch_limits: tuple[int, int] | None = None) -> EngineConfig:
     """vLLM 0.11 on one replica. `visible_memory_gb`: what one device reports (vLLM's batch-limit
     defaults depend on it); `usable_memory_gb`: what vLLM may fill on all the replica's devices
     (visible x tensor parallel x --gpu-memory-utilization); the KV cache is that less the weights
     and the activation reserve of vLLM's start-up profile run (serving.activation). A
     `max_model_len` the KV cache cannot hold is refused, as vLLM refuses to start
-    (EngineConfig raises ValueError; serving.measured checks first and drops the placement)."""
-    reserve = replica_reserve_gb(card, quantization, kind.tensor_parallel, visible_memory_gb, str(kind.gpu))
-    kv_tokens = kv_cache_tokens(card, quantization, usable_memory_gb, reserve)
+    (EngineConfig raises ValueError; serving.measured checks first and drops the placement).
+    `batch_limits`: (max_num_batched_tokens, max_num_seqs) a run states, which the profile run
+    then uses too; None takes vLLM 0.11's defaults for the device."""
     # vLLM compares the device's memory in GiB (default_batch_limits); the catalogs are in GB.
-    tokens, seqs = default_batch_limits(visible_memory_gb / GIB_GB, str(kind.gpu))
+    tokens, seqs = batch_limits or default_batch_limits(visible_memory_gb / GIB_GB, str(kind.gpu))
+    tp = kind.tensor_parallel
+    reserve = tp * activation_reserve_gb(card, quantization, tp, tokens, seqs)
+    kv_tokens = kv_cache_tokens(card, quantization, usable_memory_gb, reserve)
     return EngineConfig(step=StepTime.from_profile(profile(card, kind, quantization)),
                         kv_blocks=max(1, kv_tokens // BLOCK_SIZE), max_num_batched_tokens=tokens,
                         max_num_seqs=seqs, max_model_len=max_model_len)

@@ -141,3 +141,13 @@ def test_a_max_model_len_vllm_could_not_start_is_refused_at_plan_time(tmp_path, 
     assert code == 2 and out.out == "" and "Traceback" not in out.err
     assert "rtip:platform.models[0]" in out.err
     assert "vLLM would not start: max_model_len 62800" in out.err and "max_model_len <= 62047" in out.err
+
+
+def test_stated_batch_limits_size_the_reserve_too() -> None:
+    """Llama-3.1-8B FP8 on an H100 at 0.95 with 2048 tokens and 1024 sequences (the Lambda
+    benchmark's flags): sampler 1024 x 128,256 x 4 B + 2048 x 4096 x 2 B = 542,113,792 B above the
+    MLP's 209,715,200 B; 76 GB - 9.08 GB - 0.542 GB = 66.378 GB at 131,072 B a token."""
+    card, kind = CATALOG["llama-3.1-8b-instruct"], SliceKind(GpuModel.H100_80GB)
+    engine = replica_engine(card, kind, Quantization.FP8, 2000, 80, 76, batch_limits=(2048, 1024))
+    assert (engine.max_num_batched_tokens, engine.max_num_seqs) == (2048, 1024)
+    assert engine.kv_blocks == int((76 - 9.08 - 0.542113792) * 1e9 // 131072) // 16
