@@ -14,6 +14,7 @@ from components.aws.identity import AwsModelIdentity
 from components.aws.registries import AwsRegistries
 from components.azure.cluster import AzureCluster, azure_provider
 from components.azure.identity import AzureModelIdentity
+from components.azure.network import address_plan as azure_address_plan
 from components.azure.registries import AzureRegistries
 from components.cluster import KubernetesCluster
 from components.contract import ClusterFacts, RegionStore
@@ -47,7 +48,10 @@ def cluster_network(region: RegionPlan) -> ClusterNetwork:
     """The region's network as the NetworkPolicies see it; the API is private exactly when the
     stack opens it to no outside network (components.contract.public_api_cidrs)."""
     spec = region.region
-    return ClusterNetwork(region.cloud, spec.network.cidr, private_api=not spec.api_access_cidrs)
+    # AKS reaches its stores through private endpoints in the VNet (components/azure/endpoints.py).
+    endpoints = azure_address_plan(spec.network.cidr).endpoints if region.cloud == Cloud.AZURE else None
+    return ClusterNetwork(region.cloud, spec.network.cidr, private_api=not spec.api_access_cidrs,
+                          store_endpoints=endpoints)
 
 
 class Platform(pulumi.ComponentResource):

@@ -131,6 +131,9 @@ class ClusterNetwork:
     cloud: Cloud
     cidr: IPv4Network
     private_api: bool
+    # Where private endpoints to the region's stores sit inside the network (AKS: the VNet's
+    # `endpoints` subnet, components/azure/network.py), else None (the stores are outside).
+    store_endpoints: IPv4Network | None = None
 
     def apiserver(self) -> str:
         return ANYWHERE if self.cloud is Cloud.AZURE and not self.private_api else str(self.cidr)
@@ -260,6 +263,9 @@ def outside(net: ClusterNetwork) -> tuple[Outside, ...]:
     for pods in (MODEL_SERVERS, everyone(DOWNLOAD_JOBS)):
         # Weights: the region's store over HTTPS, after the cloud's identity endpoint.
         rows.append(Outside(pods, tcp(443), ANYWHERE, beyond))
+        if net.store_endpoints is not None:
+            # The weights account's blob endpoint resolves to its private endpoint in the VNet.
+            rows.append(Outside(pods, tcp(443), str(net.store_endpoints)))
         rows += [Outside(pods, (port,), cidr) for cidr, port in IDENTITY[net.cloud]]
     # The AMD operator's driver build (KMM build pod) installs packages in an Ubuntu image
     # (archive.ubuntu.com over HTTP, repo.radeon.com over HTTPS) and pushes the image to the

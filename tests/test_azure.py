@@ -35,6 +35,10 @@ def cluster_of(record, res):
     return next(a for a in record.ancestors(res) if a.type == CLUSTER)
 
 
+def node_subnets(record) -> list:
+    return [s for s in record.by_type("azure-native:network:Subnet") if s.inputs["subnetName"] == "nodes"]
+
+
 def test_prod_azure_region_is_built() -> None:
     record = record_of("prod")
     clusters = {c.inputs["region"]: c for c in record.by_type(CLUSTER)}
@@ -51,7 +55,8 @@ def test_every_azure_resource_goes_through_its_region_provider() -> None:
              and any(a.type == CLUSTER for a in record.ancestors(r))]
     assert azure
     untagged = {"azure-native:network:Subnet", "azure-native:managedidentity:FederatedIdentityCredential",
-                "azure-native:authorization:RoleAssignment"}  # these ARM types take no tags
+                "azure-native:authorization:RoleAssignment",
+                "azure-native:network:PrivateDnsZoneGroup"}  # these ARM types take no tags
     for res in azure:
         provider = record.get(res.provider)
         assert provider.type == "pulumi:providers:azure-native", res.urn
@@ -70,7 +75,7 @@ def test_resource_group_and_vnet_inside_the_region_network() -> None:
     (vnet,) = record.by_type("azure-native:network:VirtualNetwork")
     assert vnet.inputs["addressSpace"]["addressPrefixes"] == [str(region.network.cidr)]
     assert vnet.inputs["resourceGroupName"] == group.outputs["name"]
-    (subnet,) = record.by_type("azure-native:network:Subnet")
+    (subnet,) = node_subnets(record)
     nodes = ip_network(subnet.inputs["addressPrefix"])
     assert nodes.subnet_of(region.network.cidr)
     assert subnet.inputs["virtualNetworkName"] == vnet.outputs["name"]
@@ -81,10 +86,11 @@ def test_resource_group_and_vnet_inside_the_region_network() -> None:
     assert ip_network(f"{DNS_SERVICE_IP}/32").subnet_of(ip_network(SERVICE_CIDR))
 
 
-def test_address_plan_reserves_three_blocks() -> None:
+def test_address_plan_gives_private_endpoints_the_second_block() -> None:
     plan = address_plan(ip_network("10.40.0.0/20"))
     assert str(plan.nodes) == "10.40.0.0/22"
-    assert [str(r) for r in plan.reserved] == ["10.40.4.0/22", "10.40.8.0/22", "10.40.12.0/22"]
+    assert str(plan.endpoints) == "10.40.4.0/22"
+    assert [str(r) for r in plan.reserved] == ["10.40.8.0/22", "10.40.12.0/22"]
 
 
 def test_managed_cluster_security_and_identity() -> None:
@@ -124,7 +130,7 @@ def test_managed_cluster_security_and_identity() -> None:
     (system,) = i["agentPoolProfiles"]
     assert system["mode"] == "System" and system["name"] == "system"
     assert system["availabilityZones"] == azure_regions()[0].zones
-    (subnet,) = record.by_type("azure-native:network:Subnet")
+    (subnet,) = node_subnets(record)
     assert system["vnetSubnetID"] == subnet.outputs["id"]
     o = aks.outputs
     assert o["id"] == (f"/subscriptions/{AZURE_SUBSCRIPTION}/resourceGroups/rtip-prod-eastus/providers/"
@@ -144,7 +150,7 @@ def test_one_agent_pool_per_gpu_pool() -> None:
     (region,) = plan_of("prod").regions_of(Cloud.AZURE)
     pools = {p.inputs["agentPoolName"]: p for p in gpu_agent_pools(record)}
     assert set(pools) == {aks_pool_name(p.name) for p in region.pools}
-    (subnet,) = record.by_type("azure-native:network:Subnet")
+    (subnet,) = node_subnets(record)
     (aks,) = record.by_type(MANAGED_CLUSTER)
     for spec in region.pools:
         pool = pools[aks_pool_name(spec.name)]
@@ -325,7 +331,7 @@ def test_a_user_assigned_control_plane_may_join_its_subnet() -> None:
     # the control plane needs Network Contributor there, granted before the cluster is created.
     record = record_of("prod")
     (aks,) = record.by_type(MANAGED_CLUSTER)
-    (subnet,) = record.by_type("azure-native:network:Subnet")
+    (subnet,) = node_subnets(record)
     (identity,) = [u for u in record.by_type("azure-native:managedidentity:UserAssignedIdentity")
                    if u.inputs["resourceName"] == "rtip-prod-eastus-control-plane"]
     (grant,) = [g for g in record.by_type("azure-native:authorization:RoleAssignment")

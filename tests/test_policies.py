@@ -185,9 +185,19 @@ def test_registries_and_object_stores() -> None:
     acr_anon = res(
         "azure-native:containerregistry:Registry",
         "acr",
-        {"adminUserEnabled": False, "anonymousPullEnabled": True, "encryption": {"status": "enabled"}},
+        {"adminUserEnabled": False, "anonymousPullEnabled": True, "encryption": {"status": "enabled"},
+         "publicNetworkAccess": "Disabled"},
     )
-    assert flags("registries-hardened", ecr_ok, ecr_bad, acr_anon) == {"bad", "acr"}
+    private = {"adminUserEnabled": False, "anonymousPullEnabled": False, "encryption": {"status": "enabled"}}
+    acr_closed = res("azure-native:containerregistry:Registry", "closed",
+                     private | {"publicNetworkAccess": "Disabled"})
+    acr_firewalled = res("azure-native:containerregistry:Registry", "firewalled",
+                         private | {"networkRuleSet": {"defaultAction": "Deny"}})
+    acr_open = res("azure-native:containerregistry:Registry", "open",
+                   private | {"networkRuleSet": {"defaultAction": "Allow"}})
+    acr_default = res("azure-native:containerregistry:Registry", "default", private)
+    assert flags("registries-hardened", ecr_ok, ecr_bad, acr_anon, acr_closed, acr_firewalled, acr_open,
+                 acr_default) == {"bad", "acr", "open", "default"}
     gcs_ok = res(
         "gcp:storage/bucket:Bucket",
         "gok",
@@ -198,18 +208,23 @@ def test_registries_and_object_stores() -> None:
             "encryption": {"defaultKmsKeyName": "k"},
         },
     )
-    blob_http = res(
-        "azure-native:storage:StorageAccount",
-        "blob",
-        {
-            "enableHttpsTrafficOnly": False,
-            "minimumTlsVersion": "TLS1_2",
-            "allowBlobPublicAccess": False,
-            "allowSharedKeyAccess": False,
-            "encryption": {"keySource": "Microsoft.Keyvault"},
-        },
-    )
-    assert flags("object-stores-hardened", gcs_ok, blob_http) == {"blob"}
+    blob_ok = {
+        "enableHttpsTrafficOnly": True,
+        "minimumTlsVersion": "TLS1_2",
+        "allowBlobPublicAccess": False,
+        "allowSharedKeyAccess": False,
+        "encryption": {"keySource": "Microsoft.Keyvault"},
+        "publicNetworkAccess": "Disabled",
+    }
+    blob_http = res("azure-native:storage:StorageAccount", "blob",
+                    blob_ok | {"enableHttpsTrafficOnly": False})
+    blob_private = res("azure-native:storage:StorageAccount", "private", blob_ok)
+    open_net = {k: v for k, v in blob_ok.items() if k != "publicNetworkAccess"}
+    blob_open = res("azure-native:storage:StorageAccount", "open", open_net)
+    blob_firewalled = res("azure-native:storage:StorageAccount", "firewalled",
+                          open_net | {"networkRuleSet": {"defaultAction": "Deny", "bypass": "None"}})
+    assert flags("object-stores-hardened", gcs_ok, blob_http, blob_private, blob_open,
+                 blob_firewalled) == {"blob", "open"}
 
 
 def _s3(name: str, tls_only: bool) -> list[Resource]:

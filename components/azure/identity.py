@@ -5,6 +5,11 @@ The model pods run as the Kubernetes service account `rtip-models/model-server`,
 federated credential maps to one user-assigned managed identity per cluster. Entra ID trusts the
 cluster's own OIDC issuer for that one subject only, so no other cluster or service account can
 exchange its token for this identity.
+
+Reading the store also takes a network path: the registry and the weights accounts answer on no
+public network, so the binding makes the cluster's private endpoints to both
+(components/azure/endpoints.py), and the model service accounts, whose annotation carries the
+identity, wait for the endpoints' DNS records.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import pulumi
 from pulumi_azure_native import managedidentity
 
 from components.azure.cluster import AzureCluster
+from components.azure.endpoints import PrivateStoreAccess
 from components.azure.keys import grant
 from components.azure.registries import ACR_PULL, STORAGE_BLOB_DATA_READER, AzureStore
 from components.identity import MODEL_SERVER, ModelIdentity, Subject
@@ -53,7 +59,10 @@ class AzureModelIdentity(ModelIdentity[AzureCluster, AzureStore]):
               self.child)
         # The cluster's kubelets pull the stack's images as their own identity.
         grant(f"{name}-acr-pull", ACR_PULL, store.registry_id, cluster.kubelet_object_id, self.child)
-        return {CLIENT_ID_ANNOTATION: identity.client_id}
+        access = PrivateStoreAccess(f"{name}-private", cluster, store, pulumi.ResourceOptions(parent=self))
+        client_id = pulumi.Output.all(identity.client_id, *(r.urn for r in access.ready)).apply(
+            lambda values: str(values[0]))
+        return {CLIENT_ID_ANNOTATION: client_id}
 
 
 __all__ = ["CLIENT_ID_ANNOTATION", "TOKEN_AUDIENCE", "USE_LABEL", "AzureModelIdentity"]

@@ -5,7 +5,9 @@ cut into four equal blocks:
 
 - block 0: `nodes`, the subnet every agent pool's VMs take their NIC address from. Azure subnets
   span all zones of a region, so one subnet serves the pools of every zone.
-- block 1: reserved for private endpoints (container registry, weights storage account).
+- block 1: `endpoints`, the private endpoints through which the cluster reaches the stack's
+  container registry and its region's weights storage account (components/azure/endpoints.py);
+  both refuse every public network.
 - blocks 2-3: reserved for growth (internal load balancers, API server VNet integration).
 
 Pods and services take no VNet addresses: the cluster runs Azure CNI overlay, whose pod CIDR is
@@ -28,23 +30,26 @@ POD_CIDR = "100.64.0.0/14"
 SERVICE_CIDR = "100.72.0.0/16"
 DNS_SERVICE_IP = "100.72.0.10"  # inside SERVICE_CIDR, as AKS requires
 NODE_SUBNET = "nodes"
+ENDPOINT_SUBNET = "endpoints"
 
 
 @dataclass(frozen=True)
 class AddressPlan:
     vnet: IPv4Network
     nodes: IPv4Network
+    endpoints: IPv4Network
     reserved: tuple[IPv4Network, ...]
 
 
 def address_plan(cidr: IPv4Network) -> AddressPlan:
     blocks = list(cidr.subnets(prefixlen_diff=BLOCKS_SPLIT))
-    return AddressPlan(vnet=cidr, nodes=blocks[0], reserved=tuple(blocks[1:]))
+    return AddressPlan(vnet=cidr, nodes=blocks[0], endpoints=blocks[1], reserved=tuple(blocks[2:]))
 
 
 class AzureNetwork(pulumi.ComponentResource):
     vnet_id: pulumi.Output[str]
     node_subnet_id: pulumi.Output[str]
+    endpoint_subnet_id: pulumi.Output[str]
 
     def __init__(
         self,
@@ -58,7 +63,7 @@ class AzureNetwork(pulumi.ComponentResource):
     ) -> None:
         plan = address_plan(cidr)
         super().__init__("rtip:azure:Network", name, {
-            "cidr": str(cidr), "nodes": str(plan.nodes),
+            "cidr": str(cidr), "nodes": str(plan.nodes), "endpoints": str(plan.endpoints),
             "reserved": [str(r) for r in plan.reserved],
             "podCidr": POD_CIDR, "serviceCidr": SERVICE_CIDR,
         }, opts)
@@ -90,9 +95,27 @@ class AzureNetwork(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        endpoints = network.Subnet(
+            f"{name}-{ENDPOINT_SUBNET}",
+            network.SubnetInitArgs(
+                resource_group_name=resource_group_name,
+                virtual_network_name=vnet.name,
+                subnet_name=ENDPOINT_SUBNET,
+                address_prefix=str(plan.endpoints),
+                # Private endpoints only: no VM takes an address here, so no way out either.
+                default_outbound_access=False,
+                private_endpoint_network_policies=network.VirtualNetworkPrivateEndpointNetworkPolicies.DISABLED,
+            ),
+            # ARM changes one subnet of a VNet at a time; a second concurrent write fails with
+            # AnotherOperationInProgress, so the subnets are written one after the other.
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[subnet])),
+        )
         self.vnet_id = vnet.id
         self.node_subnet_id = subnet.id
-        self.register_outputs({"vnetId": vnet.id, "nodeSubnetId": subnet.id})
+        self.endpoint_subnet_id = endpoints.id
+        self.register_outputs({"vnetId": vnet.id, "nodeSubnetId": subnet.id,
+                               "endpointSubnetId": endpoints.id})
 
 
-__all__ = ["DNS_SERVICE_IP", "POD_CIDR", "SERVICE_CIDR", "AddressPlan", "AzureNetwork", "address_plan"]
+__all__ = ["DNS_SERVICE_IP", "ENDPOINT_SUBNET", "NODE_SUBNET", "POD_CIDR", "SERVICE_CIDR", "AddressPlan",
+           "AzureNetwork", "address_plan"]

@@ -7,6 +7,17 @@ replication needs on the source (versioning alone on the destination), replicati
 from the first region's account into every other one. Prod encrypts the registry and every
 account with one customer-managed key, reached through a user-assigned identity that may wrap and
 unwrap with that key and nothing else.
+
+Network: neither the registry nor any weights account answers on a public network
+(`publicNetworkAccess: Disabled`, and a deny-all rule set behind it). Each cluster reaches them
+through private endpoints in its own VNet (components/azure/endpoints.py). ACR has no service
+endpoints any more: its network rule set takes IP rules only (azure-native 3.29
+containerregistry NetworkRuleSetArgs: default_action, ip_rules), so a private endpoint is the one
+way in from a VNet; and a Premium registry, which this is, is the tier that has private
+endpoints. Everything `pulumi up` does to them goes through Azure Resource Manager (the
+registry, its cache rules and replicas, the accounts, their containers and replication
+policies), which these settings do not block; nothing in the program writes blobs or pushes
+images over the data plane.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ DELETED_BLOB_DAYS = 7
 @dataclass(frozen=True)
 class AzureStore(RegionStore):
     registry_id: pulumi.Output[str]  # the ACR every cluster's kubelet pulls from
+    account_id: pulumi.Output[str]  # resource ID of the region's weights storage account
     weights_container: pulumi.Output[str]  # resource ID of the region's `weights` container
 
 
@@ -86,6 +98,12 @@ class AzureRegistries(pulumi.ComponentResource):
             # anonymous reads.
             admin_user_enabled=False, anonymous_pull_enabled=False,
             zone_redundancy=containerregistry.ZoneRedundancy.ENABLED,
+            # Private endpoints only (see the module docstring); no trusted-service bypass either:
+            # the artifact cache's pulls from upstream leave the registry, they do not enter it.
+            public_network_access=containerregistry.PublicNetworkAccess.DISABLED,
+            network_rule_set=containerregistry.NetworkRuleSetArgs(
+                default_action=containerregistry.DefaultAction.DENY),
+            network_rule_bypass_options=containerregistry.NetworkRuleBypassOptions.NONE,
             # A registry takes its customer key at creation only, so prod sets it from the start.
             # The identity map is keyed by the identity's resource ID, which only exists once created.
             identity=cmk.identity.id.apply(lambda uid: containerregistry.IdentityPropertiesArgs(
@@ -147,6 +165,10 @@ class AzureRegistries(pulumi.ComponentResource):
                 # Entra ID only: no account keys or SAS tokens that bypass RBAC.
                 allow_shared_key_access=False, default_to_o_auth_authentication=True,
                 allow_cross_tenant_replication=False,
+                # Private endpoints only (see the module docstring).
+                public_network_access=storage.PublicNetworkAccess.DISABLED,
+                network_rule_set=storage.NetworkRuleSetArgs(
+                    default_action=storage.DefaultAction.DENY, bypass=storage.Bypass.NONE),
                 identity=storage.IdentityArgs(type=storage.IdentityType.USER_ASSIGNED,
                                               user_assigned_identities=[cmk.identity.id]) if cmk else None,
                 encryption=storage.EncryptionArgs(
@@ -180,7 +202,7 @@ class AzureRegistries(pulumi.ComponentResource):
                 cloud=Cloud.AZURE, region=region.region,
                 image_registry=image_root,
                 weights_uri=weights_root(spec, region),
-                registry_id=acr.id, weights_container=container.id,
+                registry_id=acr.id, account_id=account.id, weights_container=container.id,
             )
         for region in regions[1:]:
             self._replicate(f"{name}-{region.region}", group.name, accounts[first], accounts[region.region],

@@ -16,6 +16,17 @@ GCS = "gcp:storage/bucket:Bucket"
 BLOB = "azure-native:storage:StorageAccount"
 
 
+def _public_network(props: Props) -> bool:
+    """Whether an Azure registry or storage account answers on public networks at all.
+
+    `publicNetworkAccess: Disabled` shuts the public endpoint (ACR and Storage both default to
+    Enabled); otherwise only a firewall whose `networkRuleSet.defaultAction` is Deny keeps the
+    internet out (both default to Allow). Private endpoints are not affected by either."""
+    if props.get("publicNetworkAccess", "Enabled") == "Disabled":
+        return False
+    return get(props, "networkRuleSet", "defaultAction", default="Allow") != "Deny"
+
+
 @of_types({ECR, AR, ACR})
 def registries_hardened(type_: str, props: Props, config: Config) -> Iterator[str]:
     if type_ == ECR:
@@ -37,6 +48,9 @@ def registries_hardened(type_: str, props: Props, config: Config) -> Iterator[st
             yield "the registry's admin user (a shared password) is enabled"
         if props.get("anonymousPullEnabled", False):
             yield "anyone can pull from the registry anonymously"
+        if _public_network(props):
+            yield ("the registry is reachable from the internet (publicNetworkAccess is not Disabled "
+                   "and networkRuleSet.defaultAction is not Deny); reach it through private endpoints")
         if config.get("requireStoreKeys") and get(props, "encryption", "status") != "enabled":
             yield "the registry is not encrypted with a customer-managed key"
 
@@ -61,6 +75,9 @@ def object_stores_hardened(type_: str, props: Props, config: Config) -> Iterator
             yield "blobs may be made public"
         if props.get("allowSharedKeyAccess", True):
             yield "shared keys bypass Entra ID authorization"
+        if _public_network(props):
+            yield ("the account is reachable from the internet (publicNetworkAccess is not Disabled "
+                   "and networkRuleSet.defaultAction is not Deny); reach it through private endpoints")
         if config.get("requireStoreKeys") and get(props, "encryption", "keySource") != "Microsoft.Keyvault":
             yield "the account is not encrypted with a customer-managed key"
 
