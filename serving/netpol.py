@@ -260,6 +260,11 @@ def outside(net: ClusterNetwork) -> tuple[Outside, ...]:
     rows += [Outside(p, tcp(443), net.apiserver()) for p in (ENDPOINT_PICKERS, *GATEWAY_API_CLIENTS)]
     # Prometheus scrapes every kubelet (10250, cAdvisor too) and node-exporter (9100).
     rows.append(Outside(PROMETHEUS, tcp(10250, 9100), None))
+    # The log collector's exporter: CloudWatch Logs, Cloud Logging or Application Insights over
+    # HTTPS (none publishes fixed addresses), after the cloud's identity endpoint (none on Azure,
+    # where the exporter authenticates with the connection string).
+    rows.append(Outside(everyone(LOGS), tcp(443), ANYWHERE, beyond))
+    rows += [Outside(everyone(LOGS), (port,), cidr) for cidr, port in IDENTITY[net.cloud]]
     for pods in (MODEL_SERVERS, everyone(DOWNLOAD_JOBS)):
         # Weights: the region's store over HTTPS, after the cloud's identity endpoint.
         rows.append(Outside(pods, tcp(443), ANYWHERE, beyond))
@@ -271,11 +276,6 @@ def outside(net: ClusterNetwork) -> tuple[Outside, ...]:
     # (archive.ubuntu.com over HTTP, repo.radeon.com over HTTPS) and pushes the image to the
     # region's registry (components/addons_gpu.py AMD_DRIVER_REPOSITORY).
     rows.append(Outside(everyone(AMD), tcp(80, 443), ANYWHERE, beyond))
-    # The log collector's exporter: CloudWatch Logs, Cloud Logging or Application Insights over
-    # HTTPS (none publishes fixed addresses), after the cloud's identity endpoint (none on Azure,
-    # where the exporter authenticates with the connection string).
-    rows.append(Outside(everyone(LOGS), tcp(443), ANYWHERE, beyond))
-    rows += [Outside(everyone(LOGS), (port,), cidr) for cidr, port in IDENTITY[net.cloud]]
     return tuple(rows)
 
 
