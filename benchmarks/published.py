@@ -151,8 +151,9 @@ def engine_for(point: Point) -> EngineConfig:
     visible = device_memory_gb(kind, Whole())
     if point.concurrency is None:
         usable = visible * point.tp * LAMBDA_MEMORY_UTILIZATION
-        engine = replica_engine(card, kind, point.quantization, LAMBDA_MAX_MODEL_LEN, visible, usable)
-        return replace(engine, max_num_seqs=LAMBDA_MAX_NUM_SEQS, max_num_batched_tokens=LAMBDA_STEP_TOKENS)
+        # The run's stated limits size the profile run's activation reserve too.
+        return replica_engine(card, kind, point.quantization, LAMBDA_MAX_MODEL_LEN, visible, usable,
+                              batch_limits=(LAMBDA_STEP_TOKENS, LAMBDA_MAX_NUM_SEQS))
     usable = visible * point.tp * GPU_MEMORY_UTILIZATION
     context = served_context(card, point.quantization, kind.memory_gb, None)
     return replica_engine(card, kind, point.quantization, context, visible, usable)

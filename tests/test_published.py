@@ -97,12 +97,11 @@ def test_lambda_engine_uses_the_benchmark_flags_and_memory():
     cfg = bench.engine_for(point)
     assert (cfg.max_model_len, cfg.max_num_seqs, cfg.max_num_batched_tokens) == (2000, 1024, 2048)
     # Hand calculation: 80 GB x 0.95 less the FP8 weights (9.08 GB) and vLLM's profile-run reserve
-    # (serving.activation) at the H100's vLLM 0.11 defaults, 8192 tokens: MLP 8192 x 3 x 14,336 x
-    # 2 B + 2 x 8192 x 4096 x 2 B = 0.8388608 GB, over 32 layers x 8 KV heads x 128 x 2 (K, V) x
-    # 2 bytes = 131,072 bytes a token, in blocks of 16 tokens. (engine_for replaces the limits
-    # after replica_engine sized the reserve; replica_engine(batch_limits=...) would size it at
-    # the benchmark's 2048 tokens and 1024 sequences instead.)
-    assert cfg.kv_blocks == math.floor((80 * 0.95 - 9.08 - 0.8388608) * 1e9 / 131_072) // 16
+    # (serving.activation) at the run's own limits, 2048 tokens and 1024 sequences: the sampler's
+    # FP32 logits, 1024 x 128,256 vocab x 4 B, plus 2048 x 4096 hidden x 2 B still held, = 0.542113792
+    # GB, above the forward pass's 2048 x 3 x 14,336 x 2 B + 2 x 2048 x 4096 x 2 B = 0.2097152 GB;
+    # over 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131,072 bytes a token, in blocks of 16.
+    assert cfg.kv_blocks == math.floor((80 * 0.95 - 9.08 - 0.542113792) * 1e9 / 131_072) // 16
 
 
 def test_sharegpt_lengths_match_the_upstream_run_and_its_filter():
