@@ -107,8 +107,15 @@ def test_managed_cluster_security_and_identity() -> None:
                              "userAssignedIdentities": {kms_identity.outputs["id"]: {}}}
     kms = i["securityProfile"]["azureKeyVaultKms"]
     (key,) = [k for k in record.by_type("azure-native:keyvault:Key") if k.inputs["keyName"] == "kms"]
-    assert kms == {"enabled": True, "keyVaultNetworkAccess": "Public",
-                   "keyId": key.outputs["keyUriWithVersion"]}
+    (vault,) = [v for v in record.by_type("azure-native:keyvault:Vault")
+                if v.outputs["id"] == kms.get("keyVaultResourceId")]
+    # The vault answers on no public network: KMS in private mode (AKS docs, "Add Key Management
+    # Service etcd encryption": a firewalled or private vault only with `Private` and the
+    # vault's resource ID).
+    assert kms == {"enabled": True, "keyVaultNetworkAccess": "Private",
+                   "keyVaultResourceId": vault.outputs["id"], "keyId": key.outputs["keyUriWithVersion"]}
+    assert vault.inputs["properties"]["publicNetworkAccess"] == "Disabled"
+    assert vault.inputs["properties"]["networkAcls"] == {"defaultAction": "Deny", "bypass": "None"}
     assert set(key.inputs["properties"]["keyOps"]) == {"encrypt", "decrypt"}
     (grant,) = [g for g in record.by_type("azure-native:authorization:RoleAssignment")
                 if g.inputs["scope"] == key.outputs["id"]]
@@ -119,9 +126,26 @@ def test_managed_cluster_security_and_identity() -> None:
     assert i["kubernetesVersion"] == spec_of("prod").kubernetes_version
     assert i["disableLocalAccounts"] is True
     assert i["aadProfile"] == {"managed": True, "enableAzureRBAC": True}
-    # prod: private API server and no public DNS name for it.
+    # prod: private API server and no public DNS name for it; in the VNet's delegated
+    # `apiserver` subnet (API Server VNet Integration, which KMS with a private vault requires).
+    (apiserver,) = [s for s in record.by_type("azure-native:network:Subnet")
+                    if s.inputs["subnetName"] == "apiserver"]
     assert i["apiServerAccessProfile"] == {"enablePrivateCluster": True,
-                                           "enablePrivateClusterPublicFQDN": False}
+                                           "enablePrivateClusterPublicFQDN": False,
+                                           "enableVnetIntegration": True, "subnetId": apiserver.outputs["id"]}
+    # AKS docs "API Server VNet Integration": delegated to managedClusters, at least a /28; here the
+    # first /28 of the third quarter of prod's 10.40.0.0/16.
+    assert apiserver.inputs["addressPrefix"] == "10.40.128.0/28"
+    assert [d["serviceName"] for d in apiserver.inputs["delegations"]] == \
+        ["Microsoft.ContainerService/managedClusters"]
+    # The control plane's identity: Network Contributor on that subnet, Key Vault Contributor on
+    # the vault (to make the private link it reaches the vault through), both before the cluster.
+    roles = {(g.inputs["scope"], g.inputs["roleDefinitionId"].rsplit("/", 1)[-1]): g
+             for g in record.by_type("azure-native:authorization:RoleAssignment")}
+    for scope, role in ((apiserver.outputs["id"], "4d97b98b-1d4f-4787-a291-c67834d212e7"),
+                        (vault.outputs["id"], "f25e0fa2-a7c8-4377-a976-54943a77a395")):
+        assert roles[(scope, role)].inputs["principalId"] == kms_identity.outputs["principalId"]
+        assert roles[(scope, role)].urn in aks.dependencies
     assert i["sku"]["tier"] == "Standard"
     net = i["networkProfile"]
     assert (net["networkPlugin"], net["networkPluginMode"]) == ("azure", "overlay")
@@ -317,7 +341,11 @@ def test_non_prod_api_is_public_only_to_listed_cidrs(tmp_path, environment, tier
     doc["tenants"] = []
     record = offline.run(load(str(write_stack(tmp_path, doc))))
     (aks,) = record.by_type(MANAGED_CLUSTER)
-    assert aks.inputs["apiServerAccessProfile"] == {"authorizedIPRanges": ["203.0.113.0/24"]}
+    profile = dict(aks.inputs["apiServerAccessProfile"])
+    # A KMS key lives in a private vault, which takes API Server VNet Integration.
+    assert (profile.pop("enableVnetIntegration", False), "subnetId" in profile) == (kms, kms)
+    profile.pop("subnetId", None)
+    assert profile == {"authorizedIPRanges": ["203.0.113.0/24"]}
     # The posture table: dev has no control-plane SLA and no KMS key; staging has both.
     assert aks.inputs["sku"]["tier"] == tier
     assert ("azureKeyVaultKms" in aks.inputs["securityProfile"]) is kms

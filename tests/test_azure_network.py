@@ -117,3 +117,17 @@ def test_other_clouds_open_nothing_inside_their_network() -> None:
     net = netpol.ClusterNetwork(Cloud.AWS, ip_network("10.20.0.0/16"), private_api=True)
     policies = [p for ns in netpol.GOVERNED for p in netpol.namespace_policies(ns, net)]
     assert not reach(policies, MODEL, Endpoint("10.20.64.4"), 443)
+
+
+def test_with_a_public_api_only_store_clients_reach_the_endpoints_block() -> None:
+    # A public AKS API is outside the VNet: only the store rule opens the endpoints block.
+    net = netpol.ClusterNetwork(Cloud.AZURE, ip_network("10.40.0.0/16"), private_api=False,
+                                store_endpoints=ip_network("10.40.64.0/18"))
+    policies = [p for ns in netpol.GOVERNED for p in netpol.namespace_policies(ns, net)]
+    inside, node = Endpoint("10.40.64.4"), Endpoint("10.40.0.10")
+    # (The AMD driver build, which pushes to the registry's endpoint, watches the API: with a
+    # public AKS API its 443 is open to any address, with a private one to the whole VNet.)
+    proxy = Endpoint("10.40.0.50", netpol.SYSTEM, dict([netpol.PROXY_LABEL]))
+    assert reach(policies, MODEL, inside, 443)
+    assert not reach(policies, MODEL, node, 443)
+    assert not reach(policies, proxy, inside, 443)

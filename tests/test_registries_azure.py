@@ -17,7 +17,11 @@ import yaml
 from pulumi.runtime import rpc
 
 from components.azure.identity import CLIENT_ID_ANNOTATION, TOKEN_AUDIENCE
-from components.azure.keys import KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER, KEY_VAULT_CRYPTO_USER
+from components.azure.keys import (
+    KEY_VAULT_CONTRIBUTOR,
+    KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
+    KEY_VAULT_CRYPTO_USER,
+)
 from components.azure.registries import ACR_PULL, STORAGE_BLOB_DATA_READER
 from rtip import offline, synth
 from rtip.offline import Record
@@ -49,6 +53,8 @@ REGISTRY_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Micro
                          r"registries/[a-z0-9]+$")
 KEY_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Microsoft\.KeyVault/"
                     r"vaults/[a-z0-9-]+/keys/[a-z0-9-]+$")
+VAULT_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Microsoft\.KeyVault/"
+                      r"vaults/[a-z0-9-]+$")
 # Which scope each role may have: the one resource it is for, never anything wider.
 SUBNET_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Microsoft\.Network/"
                        r"virtualNetworks/[^/]+/subnets/[^/]+$")
@@ -56,7 +62,7 @@ SUBNET_ID = re.compile(rf"^{SUBSCRIPTION}/resourceGroups/[^/]+/providers/Microso
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
 ROLE_SCOPE = {STORAGE_BLOB_DATA_READER: CONTAINER_ID, ACR_PULL: REGISTRY_ID,
               KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER: KEY_ID, KEY_VAULT_CRYPTO_USER: KEY_ID,
-              NETWORK_CONTRIBUTOR: SUBNET_ID}
+              NETWORK_CONTRIBUTOR: SUBNET_ID, KEY_VAULT_CONTRIBUTOR: VAULT_ID}
 
 SECOND = {"cloud": "azure", "region": "westus3", "zones": ["1", "2", "3"],
           "network": {"cidr": "10.41.0.0/16"}}
@@ -215,7 +221,8 @@ def assert_grants_are_narrow(record: Record) -> None:
     grants = [g for g in record.by_type(ROLE_ASSIGNMENT) if not g.name.endswith("-deployer")]
     assert grants
     targets = {**by_output_id(record, CONTAINER), **by_output_id(record, REGISTRY),
-               **by_output_id(record, KEY), **by_output_id(record, "azure-native:network:Subnet")}
+               **by_output_id(record, KEY), **by_output_id(record, "azure-native:network:Subnet"),
+               **by_output_id(record, VAULT)}
     for grant in grants:
         scope, role = grant.inputs["scope"], grant.inputs["roleDefinitionId"]
         guid = role.rsplit("/", 1)[-1]

@@ -18,7 +18,7 @@ from pulumi_azure_native import containerservice as aks
 from pulumi_azure_native import resources
 
 from components.azure.access import grant_deployer
-from components.azure.keys import ENCRYPT, CustomerKey, grant
+from components.azure.keys import ENCRYPT, KEY_VAULT_CONTRIBUTOR, CustomerKey, grant
 from components.azure.network import DNS_SERVICE_IP, POD_CIDR, SERVICE_CIDR, AzureNetwork
 from components.azure.nodes import gpu_agent_pool, system_pool_profile
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
@@ -117,8 +117,10 @@ class AzureCluster(KubernetesCluster):
         name, region = self.cluster_name, self.spec
         self.group = resources.ResourceGroup(f"{name}-rg", resources.ResourceGroupArgs(
             resource_group_name=name, location=region.region, tags=self.tags), opts=self.child)
+        # A KMS key in a private vault takes API Server VNet Integration (see _kms): its subnet.
         self.network = AzureNetwork(f"{name}-net", region.network.cidr, region.region, self.group.name,
-                                    self.tags, self.cloud_provider, opts=pulumi.ResourceOptions(parent=self))
+                                    self.tags, self.cloud_provider, opts=pulumi.ResourceOptions(parent=self),
+                                    api_server_subnet=self.posture.secrets_customer_key)
 
     def _kms(self) -> tuple[CustomerKey | None, aks.ManagedClusterIdentityArgs | pulumi.Output[Any]]:
         """The KMS key of Kubernetes secrets and the control plane identity that may use it.
@@ -126,13 +128,25 @@ class AzureCluster(KubernetesCluster):
         AKS's KMS plugin cannot use a system-assigned identity (it exists only once the cluster
         does, and KMS must be set at creation: learn.microsoft.com/azure/aks/use-kms-etcd-encryption,
         "Limitations"), so with a customer key the control plane runs as a user-assigned identity
-        granted Key Vault Crypto User on that one key."""
+        granted Key Vault Crypto User on that one key.
+
+        The vault answers on no public network. The same page: a vault firewalled to "specific
+        virtual networks and IP addresses" or with public access disabled blocks the KMS plugin
+        unless KMS runs in private mode (`keyVaultNetworkAccess: Private` with the vault's
+        resource ID), where AKS makes a private endpoint to the vault itself; that needs Key Vault
+        Contributor on the vault for the identity ("Assign permissions to create a private link")
+        and API Server VNet Integration ("KMS only supports API Server VNet Integration for
+        private key vault"; Konnectivity is refused for new subscriptions since 2024-09-15). The
+        integration puts the API server behind an internal load balancer in a delegated subnet,
+        on which the identity needs Network Contributor as on the node subnet (AKS docs, "API
+        Server VNet Integration", bring-your-own VNet). Both are set at creation: KMS cannot
+        switch a key vault between public and private mode while it is on."""
         if not self.posture.secrets_customer_key:
             return None, aks.ManagedClusterIdentityArgs(type=aks.ResourceIdentityType.SYSTEM_ASSIGNED)
         name, region = self.cluster_name, self.spec
         key = CustomerKey(f"{name}-kms", vault_stem(self.stack, region.region, "kms"),
                           f"{name}-control-plane", ENCRYPT, region.region, self.group.name, self.tags,
-                          self.child)
+                          self.child, private=True)
         identity = key.identity.id.apply(lambda uid: aks.ManagedClusterIdentityArgs(
             type=aks.ResourceIdentityType.USER_ASSIGNED,
             user_assigned_identities={uid: {}}))  # type: ignore[dict-item]
@@ -141,6 +155,14 @@ class AzureCluster(KubernetesCluster):
         # on the subnet); az CLI grants it, ARM does not, so the program does before the cluster.
         self.subnet_grant = grant(f"{name}-subnet", NETWORK_CONTRIBUTOR, self.network.node_subnet_id,
                                   key.identity.principal_id, self.child)
+        assert self.network.api_server_subnet_id is not None  # made for every cluster with a KMS key
+        self.kms_grants = [
+            self.subnet_grant,
+            grant(f"{name}-apiserver-subnet", NETWORK_CONTRIBUTOR, self.network.api_server_subnet_id,
+                  key.identity.principal_id, self.child),
+            grant(f"{name}-kms-link", KEY_VAULT_CONTRIBUTOR, key.vault.id, key.identity.principal_id,
+                  self.child),
+        ]
         return key, identity
 
     def build_control_plane(self) -> None:
@@ -151,6 +173,9 @@ class AzureCluster(KubernetesCluster):
         self.private = not cidrs
         system = region.system_pool
         key, identity = self._kms()
+        # With a KMS key in a private vault: the API server in the VNet (see _kms).
+        vnet_integration: dict[str, Any] = {
+            "enable_vnet_integration": True, "subnet_id": self.network.api_server_subnet_id} if key else {}
         # Keyword arguments, not ManagedClusterArgs: the Args class names the cluster `resource_name`,
         # which collides with the resource's own first parameter in the 3.29 SDK (TypeError
         # "multiple values for argument 'resource_name'"); the keyword form spells it
@@ -179,7 +204,8 @@ class AzureCluster(KubernetesCluster):
                 workload_identity=aks.ManagedClusterSecurityProfileWorkloadIdentityArgs(enabled=True),
                 azure_key_vault_kms=aks.AzureKeyVaultKmsArgs(
                     enabled=True, key_id=key.key.key_uri_with_version,
-                    key_vault_network_access=aks.KeyVaultNetworkAccessTypes.PUBLIC,
+                    key_vault_network_access=aks.KeyVaultNetworkAccessTypes.PRIVATE,
+                    key_vault_resource_id=key.vault.id,
                 ) if key else None,
             ),
             network_profile=aks.ContainerServiceNetworkProfileArgs(
@@ -197,8 +223,9 @@ class AzureCluster(KubernetesCluster):
                 enable_private_cluster=True,
                 # No public DNS record pointing at the private address.
                 enable_private_cluster_public_fqdn=False,
+                **vnet_integration,
             ) if self.private else aks.ManagedClusterAPIServerAccessProfileArgs(
-                authorized_ip_ranges=cidrs,
+                authorized_ip_ranges=cidrs, **vnet_integration,
             ),
             # Patch releases of the pinned minor only: a minor upgrade is a stack change.
             auto_upgrade_profile=aks.ManagedClusterAutoUpgradeProfileArgs(
@@ -213,7 +240,7 @@ class AzureCluster(KubernetesCluster):
             opts=pulumi.ResourceOptions.merge(self.child, pulumi.ResourceOptions(
                 # The autoscaler owns the system pool's live node count.
                 ignore_changes=["agentPoolProfiles[0].count"],
-                depends_on=[key.grant, self.subnet_grant] if key else [],
+                depends_on=[key.grant, *self.kms_grants] if key else [],
                 # AKS has no deletion-protection field (EKS and GKE do): where the posture asks for
                 # it, the engine refuses to delete the cluster until the option is removed.
                 protect=env.deletion_protection,

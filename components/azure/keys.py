@@ -24,6 +24,10 @@ from pulumi_azure_native import authorization, keyvault, managedidentity
 # encrypt, decrypt and the rest of the key operations, what the AKS KMS plugin needs).
 KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER = "e147488a-f6f5-4113-8e2d-b22465e65bf6"
 KEY_VAULT_CRYPTO_USER = "12338af0-0e69-4776-bea7-57ae8d297424"
+# Key Vault Contributor ("Lets you manage key vaults, but not access to them"; Azure built-in
+# roles, MicrosoftDocs): what the AKS KMS plugin's identity needs on a private vault to make the
+# private link it reaches the vault through.
+KEY_VAULT_CONTRIBUTOR = "f25e0fa2-a7c8-4377-a976-54943a77a395"
 
 KEY_ROTATION = "P90D"  # a new key version every 90 days; the versionless URI follows it
 KEY_EXPIRY = "P1Y"  # each version expires a year after creation, long after its successor exists
@@ -72,7 +76,12 @@ class CustomerKey:
     """A vault, a key and the user-assigned identity allowed to use that key."""
 
     def __init__(self, name: str, vault_stem: str, identity: str, use: KeyUse, location: str,
-                 group: pulumi.Input[str], tags: dict[str, str], opts: pulumi.ResourceOptions) -> None:
+                 group: pulumi.Input[str], tags: dict[str, str], opts: pulumi.ResourceOptions,
+                 private: bool = False) -> None:
+        """`private`: the vault answers on no public network (public network access disabled,
+        a deny-all firewall with no trusted-service bypass); only private endpoints reach its
+        data plane. The key and its rotation policy are written through Azure Resource Manager
+        (Microsoft.KeyVault/vaults/keys), which the vault's firewall does not govern."""
         # Keyword arguments: the Args class names the identity `resource_name`, which collides
         # with the resource's own first parameter in the 3.29 SDK (see components/azure/cluster.py).
         self.identity = managedidentity.UserAssignedIdentity(
@@ -88,6 +97,10 @@ class CustomerKey:
                 enable_soft_delete=True, soft_delete_retention_in_days=SOFT_DELETE_DAYS,
                 enable_purge_protection=True,
                 enable_rbac_authorization=True,
+                public_network_access="Disabled" if private else None,
+                network_acls=keyvault.NetworkRuleSetArgs(
+                    default_action=keyvault.NetworkRuleAction.DENY,
+                    bypass=keyvault.NetworkRuleBypassOptions.NONE) if private else None,
             )), opts=opts)
         self.key = keyvault.Key(name, keyvault.KeyArgs(
             resource_group_name=group, vault_name=self.vault.name, key_name=use.key_name, tags=tags,
@@ -106,5 +119,6 @@ class CustomerKey:
         self.vault_uri = self.vault.properties.apply(lambda p: p.vault_uri)
 
 
-__all__ = ["ENCRYPT", "KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER", "KEY_VAULT_CRYPTO_USER", "WRAP",
+__all__ = ["ENCRYPT", "KEY_VAULT_CONTRIBUTOR", "KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER",
+           "KEY_VAULT_CRYPTO_USER", "WRAP",
            "CustomerKey", "KeyUse", "grant", "role_definition"]

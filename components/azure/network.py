@@ -8,7 +8,10 @@ cut into four equal blocks:
 - block 1: `endpoints`, the private endpoints through which the cluster reaches the stack's
   container registry and its region's weights storage account (components/azure/endpoints.py);
   both refuse every public network.
-- blocks 2-3: reserved for growth (internal load balancers, API server VNet integration).
+- block 2: its first /28 is `apiserver`, delegated to AKS, where API Server VNet Integration puts
+  the API server's internal load balancer (only where the cluster encrypts secrets with a key in a
+  private vault, which requires that integration; see components/azure/cluster.py); the rest and
+  block 3 are reserved for growth (internal load balancers).
 
 Pods and services take no VNet addresses: the cluster runs Azure CNI overlay, whose pod CIDR is
 private to the cluster, so the node subnet needs room only for nodes (a /22 holds ~1,000 even in
@@ -31,6 +34,12 @@ SERVICE_CIDR = "100.72.0.0/16"
 DNS_SERVICE_IP = "100.72.0.10"  # inside SERVICE_CIDR, as AKS requires
 NODE_SUBNET = "nodes"
 ENDPOINT_SUBNET = "endpoints"
+API_SERVER_SUBNET = "apiserver"
+# AKS docs, "API Server VNet Integration" (MicrosoftDocs/azure-aks-docs
+# articles/aks/api-server-vnet-integration.md): a bring-your-own API server subnet is delegated to
+# Microsoft.ContainerService/managedClusters, holds nothing else, and is at least a /28.
+API_SERVER_PREFIX = 28
+API_SERVER_DELEGATION = "Microsoft.ContainerService/managedClusters"
 
 
 @dataclass(frozen=True)
@@ -38,18 +47,22 @@ class AddressPlan:
     vnet: IPv4Network
     nodes: IPv4Network
     endpoints: IPv4Network
+    apiserver: IPv4Network
     reserved: tuple[IPv4Network, ...]
 
 
 def address_plan(cidr: IPv4Network) -> AddressPlan:
     blocks = list(cidr.subnets(prefixlen_diff=BLOCKS_SPLIT))
-    return AddressPlan(vnet=cidr, nodes=blocks[0], endpoints=blocks[1], reserved=tuple(blocks[2:]))
+    apiserver = next(blocks[2].subnets(new_prefix=API_SERVER_PREFIX))
+    return AddressPlan(vnet=cidr, nodes=blocks[0], endpoints=blocks[1], apiserver=apiserver,
+                       reserved=tuple(blocks[2:]))
 
 
 class AzureNetwork(pulumi.ComponentResource):
     vnet_id: pulumi.Output[str]
     node_subnet_id: pulumi.Output[str]
     endpoint_subnet_id: pulumi.Output[str]
+    api_server_subnet_id: pulumi.Output[str] | None  # only with `api_server_subnet`
 
     def __init__(
         self,
@@ -60,6 +73,7 @@ class AzureNetwork(pulumi.ComponentResource):
         tags: dict[str, str],
         provider: pulumi.ProviderResource,
         opts: pulumi.ResourceOptions | None = None,
+        api_server_subnet: bool = False,
     ) -> None:
         plan = address_plan(cidr)
         super().__init__("rtip:azure:Network", name, {
@@ -110,6 +124,20 @@ class AzureNetwork(pulumi.ComponentResource):
             # AnotherOperationInProgress, so the subnets are written one after the other.
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[subnet])),
         )
+        self.api_server_subnet_id = None
+        if api_server_subnet:
+            self.api_server_subnet_id = network.Subnet(
+                f"{name}-{API_SERVER_SUBNET}",
+                network.SubnetInitArgs(
+                    resource_group_name=resource_group_name,
+                    virtual_network_name=vnet.name,
+                    subnet_name=API_SERVER_SUBNET,
+                    address_prefix=str(plan.apiserver),
+                    delegations=[network.DelegationArgs(name="aks", service_name=API_SERVER_DELEGATION)],
+                    default_outbound_access=False,
+                ),
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[endpoints])),
+            ).id
         self.vnet_id = vnet.id
         self.node_subnet_id = subnet.id
         self.endpoint_subnet_id = endpoints.id
@@ -117,5 +145,5 @@ class AzureNetwork(pulumi.ComponentResource):
                                "endpointSubnetId": endpoints.id})
 
 
-__all__ = ["DNS_SERVICE_IP", "ENDPOINT_SUBNET", "NODE_SUBNET", "POD_CIDR", "SERVICE_CIDR", "AddressPlan",
-           "AzureNetwork", "address_plan"]
+__all__ = ["API_SERVER_SUBNET", "DNS_SERVICE_IP", "ENDPOINT_SUBNET", "NODE_SUBNET", "POD_CIDR",
+           "SERVICE_CIDR", "AddressPlan", "AzureNetwork", "address_plan"]

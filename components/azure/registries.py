@@ -85,6 +85,11 @@ class AzureRegistries(pulumi.ComponentResource):
         group = resources.ResourceGroup(f"{name}-rg", resources.ResourceGroupArgs(
             resource_group_name=f"{prefix}-{spec.environment}-registries", location=first, tags=tags),
             opts=popts)
+        # This vault stays reachable from public networks (Entra ID RBAC still guards every key
+        # operation): ACR reads a customer key from a firewalled vault only as its system-assigned
+        # identity, which exists only after the registry, whereas the key must be given at
+        # creation with a user-assigned one (MicrosoftDocs/azure-docs#61064: a customer key from a
+        # firewalled vault fails at the registry's creation). The AKS KMS vaults are private.
         cmk = CustomerKey(f"{name}-cmk", vault_stem(spec, first, "cmk"),
                           f"{spec.registries.name_prefix}-{spec.environment}-cmk", WRAP, first,
                           group.name, tags, popts) if env.stores_customer_key else None
