@@ -33,7 +33,9 @@ MIRRORED = {"vllm-openai": "rtip/docker-hub/vllm/vllm-openai", "vllm-rocm": "rti
             "envoy-ratelimit": "rtip/docker-hub/envoyproxy/ratelimit",
             "ai-gateway-controller": "rtip/docker-hub/envoyproxy/ai-gateway-controller",
             "ai-gateway-extproc": "rtip/docker-hub/envoyproxy/ai-gateway-extproc",
-            "ratelimit-redis": "rtip/docker-hub/valkey/valkey"}
+            "ratelimit-redis": "rtip/docker-hub/valkey/valkey",
+            # The log collector (serving/charts.py IMAGES otel-collector, docker.io/otel/...).
+            "otel-collector": "rtip/docker-hub/otel/opentelemetry-collector-contrib"}
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
