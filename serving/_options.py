@@ -87,6 +87,10 @@ class ModelDemand:
     tensor_parallel: int | None = None  # pin the TP degree of whole-GPU options
     growth_per_s: float | None = None  # None: the tier's burst_headroom (capacity.region_replicas)
     replicas: tuple[int, int] | None = None  # (min, max) stated in the stack: overrides the sizing
+    # The fewest replicas the model runs as in the region (its pools' fewest zones, or a smaller
+    # stated minimum): the simulator sizes a replica as one of that many behind least-loaded
+    # routing, which carries more than one replica alone (serving.replica_sim).
+    fleet: int = 1
     # Simulated capacities by (slice label, quantization) (serving.measured); None: the simulator
     # found the option unservable. They replace the closed form's answer for those options.
     measured: Mapping[tuple[str, str], ReplicaCapacity | None] = field(

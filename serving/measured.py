@@ -94,7 +94,8 @@ def measure(demand: ModelDemand, kind: SliceKind,
     tier = demand.tier
     try:
         sim = simulated_capacity(engine, Targets(tier.ttft_ms / 1000, tier.tpot_ms / 1000), tier.percentile,
-                                 demand.input_tokens, demand.output_tokens, closed.qps)
+                                 demand.input_tokens, demand.output_tokens, closed.qps,
+                                 replicas=demand.fleet)
     except Unservable:
         return None
     return replace(closed, qps=sim.qps, output_tokens_per_s=sim.qps * demand.output_tokens,

@@ -6,13 +6,20 @@ the running batch, so the TTFT queue it models rarely forms, while every prefill
 every running sequence, a tail its TPOT mean misses). The placements the planner keeps are sized
 by this module instead:
 
-- one replica as vLLM 0.11 runs it (`replica_engine`: the profile's step times, the KV blocks the
-  slice's memory leaves after the weights, the device's default token budget and `max_num_seqs`,
-  the served context), Poisson arrivals, request lengths drawn with the Azure conversation
-  trace's spread around the model's stated means (`serving.lengths`);
+- a replica as vLLM 0.11 runs it (`replica_engine`: the profile's step times, the KV blocks the
+  slice's memory leaves after the weights and the activation reserve, the device's default token
+  budget and `max_num_seqs`, the served context), one of `replicas` identical replicas behind the
+  least-loaded router (the gateway's endpoint picker routes on queue and KV pressure), Poisson
+  arrivals at `replicas` x the rate, request lengths drawn with the Azure conversation trace's
+  spread around the model's stated means (`serving.lengths`). The planner passes the fewest
+  replicas the model runs as in its region (its pool's zones, stacks.layout): a fleet pools its
+  tail, so a replica of three carries more within the tier than one alone (prod's 8B on an H100
+  `3g.40gb`: 2.41 req/s against 2.01; the 70B on 4x H100: 2.52 against 2.21), and a fleet that
+  grows past that floor only pools more, so the figure stays a lower bound. The total request count is the same
+  whatever the fleet, so a fleet costs about what one replica does to simulate;
 - the capacity is the highest arrival rate at which the tier's percentile of TTFT and of TPOT
   both stay under the targets less `MARGIN` (the run is a sample of `REQUESTS` requests; the margin
-  keeps a rerun with other random draws inside the tier, which tests/test_replica_sim.py checks);
+  keeps a rerun with other random draws inside the tier, which tests/test_measured.py checks);
 - found by bracketing from the closed form's answer, then bisection to `PRECISION`, then
   confirmed on a run twice as long with fresh draws (stepping down until it holds).
 
@@ -121,17 +128,21 @@ def _cache_file(key: dict[str, object]) -> Path:
 
 
 def _trial(engine: EngineConfig, targets: Targets, percentile: float, rate: float,
-           prompts: np.ndarray, outputs: np.ndarray, gaps: np.ndarray) -> tuple[bool, float, float, float]:
-    """(within targets less the margin, tail TTFT, tail TPOT, mean in-flight) at `rate`."""
-    arrivals = np.cumsum(gaps / rate)
-    trace = Trace(arrivals, prompts, outputs, source=f"poisson {rate:g}/s")
-    fleet = FleetConfig(zones=("z",), initial_replicas=1)
+           prompts: np.ndarray, outputs: np.ndarray, gaps: np.ndarray,
+           replicas: int = 1) -> tuple[bool, float, float, float]:
+    """(within targets less the margin, tail TTFT, tail TPOT, mean in-flight a replica) with
+    `replicas` replicas at `rate` each behind the least-loaded router."""
+    arrivals = np.cumsum(gaps / (rate * replicas))
+    trace = Trace(arrivals, prompts, outputs, source=f"poisson {rate:g}/s x {replicas}")
+    fleet = FleetConfig(zones=tuple(f"z{i}" for i in range(replicas)), initial_replicas=replicas,
+                        initial_nodes=replicas)
     result = simulate(trace, SimConfig(engine=engine, fleet=fleet, targets=targets), "least-loaded",
-                      StaticPolicy(1))
+                      StaticPolicy(replicas))
     steady = result.arrival_s >= arrivals[int(len(arrivals) * WARMUP_FRACTION)]
     ok = result.ok & steady
     # Measured whether or not the run fits: the curve's last point is always the sized rate.
     in_flight = float(np.mean(np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])))
+    in_flight /= replicas
     if not ok.any() or result.failed:
         return False, math.inf, math.inf, in_flight
     ttft = float(np.percentile(result.ttft_s[ok], percentile))
@@ -152,7 +163,7 @@ def _requests(n: int, mean_prompt: int, mean_output: int, max_model_len: int | N
 
 
 def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prompt: int,
-            mean_output: int, start_qps: float) -> SimulatedCapacity:
+            mean_output: int, start_qps: float, replicas: int = 1) -> SimulatedCapacity:
     rng = np.random.default_rng(SEED)
     prompts, outputs, gaps = _requests(REQUESTS, mean_prompt, mean_output, engine.max_model_len, rng)
     trials = 0
@@ -162,7 +173,7 @@ def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prom
         nonlocal trials
         if rate not in seen:
             trials += 1
-            seen[rate] = _trial(engine, targets, percentile, rate, prompts, outputs, gaps)
+            seen[rate] = _trial(engine, targets, percentile, rate, prompts, outputs, gaps, replicas)
         return seen[rate]
 
     low, high = 0.0, max(start_qps, 1e-3)
@@ -193,7 +204,7 @@ def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prom
     p2, o2, g2 = _requests(2 * REQUESTS, mean_prompt, mean_output, engine.max_model_len, rng)
     for _ in range(CONFIRM_STEPS):
         trials += 1
-        fits, ttft2, tpot2, _ = _trial(engine, targets, percentile, low, p2, o2, g2)
+        fits, ttft2, tpot2, _ = _trial(engine, targets, percentile, low, p2, o2, g2, replicas)
         if fits:
             break
         low *= 1 - 2 * PRECISION
@@ -209,9 +220,13 @@ def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prom
 
 
 def simulated_capacity(engine: EngineConfig, targets: Targets, percentile: float, mean_prompt: int,
-                       mean_output: int, start_qps: float) -> SimulatedCapacity:
-    """The latency-limited rate of one replica (see the module docstring); memoised on disk."""
+                       mean_output: int, start_qps: float, replicas: int = 1) -> SimulatedCapacity:
+    """The latency-limited rate of a replica among `replicas` behind the least-loaded router (see
+    the module docstring); memoised on disk."""
+    if replicas < 1:
+        raise ValueError(f"replicas must be >= 1, got {replicas}")
     key: dict[str, object] = {
+        "replicas": replicas,
         "code": _source_hash(), "engine": asdict(engine), "targets": asdict(targets),
         "percentile": percentile, "tokens": [mean_prompt, mean_output],
         "requests": REQUESTS, "margin": MARGIN, "precision": PRECISION, "seed": SEED,
@@ -225,7 +240,7 @@ def simulated_capacity(engine: EngineConfig, targets: Targets, percentile: float
         return SimulatedCapacity(**raw)
     except (OSError, ValueError, TypeError):
         pass
-    found = _search(engine, targets, percentile, mean_prompt, mean_output, start_qps)
+    found = _search(engine, targets, percentile, mean_prompt, mean_output, start_qps, replicas)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

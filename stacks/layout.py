@@ -61,7 +61,12 @@ def models_in(spec: StackSpec, region: RegionSpec) -> list[ModelSpec]:
     return [m for m in spec.models if m.regions is None or region.region in m.regions]
 
 
-def demand_of(spec: StackSpec, model: ModelSpec, tiers: Mapping[str, TierSpec]) -> ModelDemand:
+def demand_of(spec: StackSpec, model: ModelSpec, tiers: Mapping[str, TierSpec],
+              fleet: int = 1) -> ModelDemand:
+    """`fleet`: the fewest replicas the model can run as in the region (its min replicas are at
+    least its pool's zones, serving.capacity.region_replicas), or the stated minimum if lower."""
+    if model.replicas:
+        fleet = min(fleet, max(1, model.replicas.min))
     return ModelDemand(
         name=model.name, card=CATALOG[model.catalog], tier=tiers[tier_of(spec, model)],
         peak_qps=model.peak_qps, input_tokens=model.tokens.input_tokens,
@@ -69,6 +74,7 @@ def demand_of(spec: StackSpec, model: ModelSpec, tiers: Mapping[str, TierSpec]) 
         allowed_quantization=tuple(model.allowed_quantization),
         context_tokens=model.max_model_len, pool=model.pool, tensor_parallel=model.tensor_parallel,
         replicas=(model.replicas.min, model.replicas.max) if model.replicas else None,
+        fleet=fleet,
     )
 
 
@@ -194,7 +200,9 @@ def plan_region(spec: StackSpec, region: RegionSpec, tiers: Mapping[str, TierSpe
     the cause) when its models cannot be served within their tiers by its pools."""
     cloud = Cloud(region.cloud)
     specs = [pool_spec(cloud, p, len(region.zones)) for p in region.gpu_pools]
-    demands = [demand_of(spec, m, tiers) for m in models_in(spec, region)]
+    # A model may land on any of the region's pools: size it for the one with the fewest zones.
+    fleet = min((s.zones for s in specs), default=1)
+    demands = [demand_of(spec, m, tiers, fleet) for m in models_in(spec, region)]
     if not demands:
         packing = PackingPlan((), (), 0.0, "no models")
     elif not specs:

@@ -3,7 +3,8 @@
 Every placement the shipped stacks deploy is sized by the simulator (serving.measured). The check
 here is a second run the sizing never saw: request lengths drawn from the Azure conversation trace
 itself (not the vendored quantile table), scaled to the model's stated means, other arrival
-draws, one replica at the plan's claimed rate. The issue's bar: the claimed p99 TTFT and TPOT
+draws, the fleet the claim is for (the fewest replicas the model runs as in its region, read off
+the stack here) at the plan's claimed rate each. The issue's bar: the claimed p99 TTFT and TPOT
 within 10 % of this run's (or above it: conservative), and this run within the tier.
 """
 
@@ -21,6 +22,16 @@ from tests.conftest import SHARED, STACKS, plan_of
 CONV = SHARED / "traces" / "azure2023_AzureLLMInferenceTrace_conv.csv"
 REQUESTS = 6000
 TOLERANCE = 0.10
+
+
+def _fleet_floor(plan, spec_model, region: str) -> int:
+    """The fewest replicas the model can run as in `region`, read off the stack: the planner
+    puts at least one replica in every zone of the pool it picks (serving.capacity
+    .region_replicas), so the region's pool with the fewest zones bounds it, unless the stack
+    states a smaller minimum."""
+    spec_region = next(r for r in plan.spec.regions if r.region == region)
+    n = min(len(p.zones) if p.zones else len(spec_region.zones) for p in spec_region.gpu_pools)
+    return min(n, max(1, spec_model.replicas.min)) if spec_model.replicas else n
 
 
 def _placements() -> list[tuple[str, str, str]]:
@@ -52,11 +63,15 @@ def test_claims_hold_on_an_independent_rerun(where: tuple[str, str, str]) -> Non
     prompts = np.maximum(1, np.rint(trace.prompt_tokens[pick] * mean_in / trace.prompt_tokens.mean()))
     outputs = np.maximum(1, np.rint(trace.output_tokens[pick] * mean_out / trace.output_tokens.mean()))
     prompts = np.minimum(prompts, mp.max_model_len - np.minimum(outputs, mp.max_model_len // 2))
-    arrivals = np.cumsum(rng.exponential(1 / mp.capacity.qps, REQUESTS))
+    n = _fleet_floor(plan, spec_model, region)
+    assert mp.min_replicas >= n  # the claim is for a fleet the plan never goes below
+    arrivals = np.cumsum(rng.exponential(1 / (n * mp.capacity.qps), REQUESTS))
     dep = deployment(plan, mp)
-    fleet = replace(dep.fleet, zones=dep.fleet.zones[:1], initial_replicas=1, initial_nodes=1)
+    # n replicas, one a zone, each at the claimed rate behind the least-loaded router.
+    fleet = replace(dep.fleet, zones=tuple(f"z{i}" for i in range(n)), initial_replicas=n, initial_nodes=n,
+                    slots_per_node=1)
     result = simulate(Trace(arrivals, prompts.astype(np.int64), outputs.astype(np.int64), source="rerun"),
-                      dep.sim_config(fleet=fleet), "least-loaded", StaticPolicy(1))
+                      dep.sim_config(fleet=fleet), "least-loaded", StaticPolicy(n))
     steady = result.arrival_s >= arrivals[REQUESTS // 10]
     assert result.failed == 0
     q = mp.tier_spec.percentile
