@@ -23,8 +23,10 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   others), so the target is read off the curve, not scaled down from the limit;
 - a zone lost takes ceil(R / Z) of R replicas spread over Z zones, and its replacements come a
   cold start later: the survivors must carry the load meanwhile. The query's second branch holds
-  R >= 1 + load / (q (Z - 1) / Z) (the +1 covers the uneven spread), and the HPA follows the larger
-  of the two (`clamp_min(branch2, scalar(branch1))`, valid PromQL that the simulator evaluates).
+  R >= 1 + load / (q (Z - 1) / Z) (the +1 covers the uneven spread), the load read as the
+  completion rate (`sum(rate(vllm:request_success_total[1m]))`: in flight under-counts a lightly
+  loaded fleet, the curve being convex), and the HPA follows the larger of the two
+  (`clamp_min(branch2, scalar(branch1))`, valid PromQL that the simulator evaluates).
   Without it the plan's fleet at the conversation trace's peak lost 3 % of the 70B's requests to
   a zone loss, twice its error budget (benchmarks/autoscaling.py);
 - AverageValue (the prometheus scaler's default metric type): desired = ceil(sum / target).
@@ -41,6 +43,8 @@ from serving.profiles import Profile
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
+SUCCESS = "vllm:request_success_total"  # finished requests, a counter per pod (vLLM PrometheusStatLogger)
+RATE_WINDOW = "1m"  # four 15 s scrapes
 POLLING_INTERVAL_S = 15  # vLLM production-stack tutorial; the ServiceMonitor must scrape as often
 COOLDOWN_S = 300  # KEDA default; only applies to scaling to zero, which min >= zones rules out
 FALLBACK_FAILURES = 3  # failed metric reads before KEDA holds the fallback replica count
@@ -150,14 +154,17 @@ def autoscaling(
     if replicas.zones > 1:
         z = replicas.zones
         # Zone loss: the replicas left after the worst zone (ceil(R / Z) of them) goes must carry
-        # the load at their sized rate. R - ceil(R / Z) >= (R - 1)(Z - 1) / Z, so R >= 1 + the
-        # load's replicas at q (Z - 1) / Z each: desired = S / T_zone + 1, written against the
-        # one threshold T as (S x T / T_zone + T) / T, and the HPA takes the larger branch.
-        zone_target = in_flight_at(capacity, prof, input_tokens, output_tokens, capacity.qps * (z - 1) / z)
-        k = round(threshold / zone_target, 4)
-        query = f"clamp_min(({in_flight}) * {k:g} + {threshold:g}, scalar({in_flight}))"
-        zone_note = (f"; and at least 1 + the replicas the load needs at {z - 1}/{z} of that rate "
-                     f"({zone_target:g} in flight each), so the fleet survives losing one of {z} zones")
+        # the load at their sized rate q. R - ceil(R / Z) >= (R - 1)(Z - 1) / Z, so R >= 1 +
+        # load / (q (Z - 1) / Z) suffices. The load is read as the completion rate (in flight
+        # grows faster than load, so dividing it would under-count a lightly loaded fleet):
+        # desired = rate / q_zone + 1, written against the one threshold T as
+        # (rate x T / q_zone + T) / T; the HPA follows the larger branch.
+        q_zone = capacity.qps * (z - 1) / z
+        k = round(threshold / q_zone, 4)
+        completions = f"sum(rate({SUCCESS}{selector}[{RATE_WINDOW}]))"
+        query = f"clamp_min({completions} * {k:g} + {threshold:g}, scalar({in_flight}))"
+        zone_note = (f"; and at least 1 + the completion rate over {q_zone:.2f} req/s a replica "
+                     f"({z - 1}/{z} of it), so the fleet survives losing one of {z} zones")
     return Autoscaling(
         model=model,
         query=query,
@@ -176,5 +183,5 @@ def autoscaling(
     )
 
 
-__all__ = ["POLLING_INTERVAL_S", "RUNNING", "WAITING", "Autoscaling", "autoscaling", "behavior",
+__all__ = ["POLLING_INTERVAL_S", "RUNNING", "SUCCESS", "WAITING", "Autoscaling", "autoscaling", "behavior",
            "in_flight_at", "in_flight_target"]

@@ -9,7 +9,7 @@ from dataclasses import replace
 import jsonschema
 import yaml
 
-from serving.autoscaling import RUNNING, WAITING, autoscaling, in_flight_target
+from serving.autoscaling import RUNNING, SUCCESS, WAITING, autoscaling, in_flight_target
 from serving.capacity import region_replicas, replica_capacity
 from serving.hardware import GpuModel
 from serving.models import CATALOG, Quantization
@@ -48,27 +48,29 @@ def test_trigger_is_the_models_requests_in_flight() -> None:
 
 
 def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
-    """Curve (1, 10), (2, 40) req/s -> in flight, q = 2, 25 % headroom, three zones. By hand: the
-    headroom branch's target is 28 in flight (1.6 req/s on the curve); the zone branch's rate is
-    2 x 2/3 = 1.333 req/s, 20 in flight, and it asks for 1 + in flight / 20 replicas."""
+    """q = 2 req/s, curve (1, 10), (2, 40), 25 % headroom, three zones. By hand: the headroom
+    branch's target is 28 in flight (1.6 req/s on the curve); the zone branch asks for 1 + the
+    completion rate over 2 x 2/3 = 1.333 req/s, whatever the in-flight count."""
     _, cap, reps = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     zoned = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=3),
                         900.0, 1155, 211)
     assert zoned.threshold == 28.0
-    for in_flight, replicas in ((14, 2), (100, 6), (300, 16), (0, 1)):
+    # (in flight, completions a second over two pods, replicas wanted)
+    for in_flight, rate, replicas in ((14, 3.0, 4), (100, 3.0, 4), (300, 3.0, 11), (14, 12.0, 10),
+                                      (0, 0.0, 1)):
         store = Store()
-        labels = (("model_name", "chat"), ("namespace", "models"), ("pod", "p1"))
-        store.add(10.0, RUNNING, labels, in_flight)
-        store.add(10.0, WAITING, labels, 0)
-        (value,) = evaluate(zoned.query, store, 12.0).values()
-        # desired = ceil(value / 28) = max(ceil(S / 28), ceil(S / 20 + 1))
+        for pod, share in (("p1", 0.25), ("p2", 0.75)):
+            labels = (("model_name", "chat"), ("namespace", "models"), ("pod", pod))
+            store.add(120.0, RUNNING, labels, in_flight * share)
+            store.add(120.0, WAITING, labels, 0)
+            for t in range(0, 121, 15):  # a counter rising at `rate x share` a second
+                store.add(float(t), SUCCESS, labels, 5.0 + rate * share * t)
+        (value,) = evaluate(zoned.query, store, 120.0).values()
+        # desired = ceil(value / 28) = max(ceil(in flight / 28), ceil(1 + rate / (4/3)))
         assert math.ceil(value / zoned.threshold - 1e-9) == replicas
-        # ... which leaves enough when the worst zone (ceil(R / 3) replicas) goes: the survivors,
-        # each at most at its sized rate q (40 in flight), hold the load the fleet held at the
-        # zone branch's rate (20 in flight a replica): (R - ceil(R/3)) x 2 >= (R - 1) x 4/3.
-        assert (replicas - math.ceil(replicas / 3)) * 2.0 >= (replicas - 1) * 2.0 * 2 / 3 - 1e-9
-        assert (replicas - 1) * 20 >= in_flight
+        # The survivors of the worst zone (ceil(R / 3) lost) at 2 req/s each carry the rate.
+        assert (replicas - math.ceil(replicas / 3)) * 2.0 >= rate
     # One zone: nothing to survive, the plain sum.
     single = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=1),
                          900.0, 1155, 211)
