@@ -94,10 +94,6 @@ COLLECTOR_ACCEPTED: dict[str, str] = {
     # escalation and a read-only root filesystem (serving/logpipeline.py).
     "CKV_K8S_23": "reads root-owned 0640 pod log files as their owner, with every capability dropped",
     "CKV_K8S_40": "reads root-owned 0640 pod log files as their owner, with every capability dropped",
-    "CKV_K8S_43": "pinned by an immutable tag in the region's registry; `registries.digests."
-                  "otel-collector` pulls it by digest (the chart's image.digest)",
-    "CKV_K8S_15": "a pinned, immutable tag: IfNotPresent cannot fetch another image, and a node "
-                  "whose registry is unreachable still restarts its collector",
 }
 
 

@@ -79,8 +79,10 @@ def test_how_each_cloud_gets_them(prod) -> None:
     assert east["vllm-openai"]["copy"] == [
         f"aws ecr get-login-password --region us-east-1 | crane auth login {host} -u AWS --password-stdin",
         f"crane copy docker.io/vllm/vllm-openai:v0.11.0 {host}/rtip/docker-hub/vllm/vllm-openai:v0.11.0"]
+    # prod pins node-prep by digest (registries.digests): the copy takes exactly that image.
+    digest = stack_doc("prod")["config"]["rtip:platform"]["registries"]["digests"]["node-prep"]
     assert east["node-prep"]["copy"][-1] == \
-        f"crane copy docker.io/library/ubuntu:24.04 {host}/rtip/docker-hub/library/ubuntu:24.04"
+        f"crane copy docker.io/library/ubuntu@{digest} {host}/rtip/docker-hub/library/ubuntu:24.04"
     west = {i["key"]: i for i in prod["us-west-2"]["images"]}
     assert west["vllm-openai"]["copy"] == []
     assert "replicated by ECR from us-east-1" in west["vllm-openai"]["source"]
