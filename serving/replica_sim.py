@@ -15,8 +15,8 @@ by this module instead:
   replicas the model runs as in its region (its pool's zones, stacks.layout): a fleet pools its
   tail, so a replica of three carries more within the tier than one alone (prod's 8B on an H100
   `3g.40gb`: 2.41 req/s against 2.01; the 70B on 4x H100: 2.52 against 2.21), and a fleet that
-  grows past that floor only pools more, so the figure stays a lower bound. The total request count is the same
-  whatever the fleet, so a fleet costs about what one replica does to simulate;
+  grows past that floor only pools more, so the figure stays a lower bound. The total request
+  count is the same whatever the fleet, so a fleet costs about what one replica does to simulate;
 - the capacity is the highest arrival rate at which the tier's percentile of TTFT and of TPOT
   both stay under the targets less `MARGIN` (the run is a sample of `REQUESTS` requests; the margin
   keeps a rerun with other random draws inside the tier, which tests/test_measured.py checks);
