@@ -73,6 +73,9 @@ LISTENER = "https"
 # namespace (ai_gateway_route.go syncAIGatewayRoute), which is what the policies target.
 ROUTE = "rtip-models"
 TENANT_HEADER = "x-rtip-tenant"
+# The AI Gateway's own examples (examples/basic/basic.yaml, v1.1.0) set 50Mi: a full 131k-token
+# context as JSON text is a few MB, a base64 image for the VL model tens of MB.
+REQUEST_BUFFER = "50Mi"
 API_KEY_HEADER = "authorization"
 # The header the AI Gateway filter sets from the body's model (api/v1beta1 AIModelHeaderKey).
 MODEL_HEADER = "x-ai-eg-model"
@@ -231,7 +234,11 @@ def gateway() -> dict[str, Any]:
 
 def client_traffic_policy() -> dict[str, Any]:
     """Drop a client-set tenant header before any filter runs (Envoy's early header mutation),
-    so only apiKeyAuth's forwarded client id reaches RBAC, the rate limiter and the models."""
+    so only apiKeyAuth's forwarded client id reaches RBAC, the rate limiter and the models; and
+    raise the per-connection buffer: the AI Gateway's ext_proc buffers the whole request body
+    (ai-gateway v1.1.0 internal/extensionserver/post_translate_modify.go), and Envoy Gateway's
+    default of 32 KiB (v1.9.0 api/v1alpha1/connection_types.go) answers 413 to any prompt past a
+    few thousand tokens or any image for the VL model."""
     return {
         "apiVersion": ENVOY_API,
         "kind": "ClientTrafficPolicy",
@@ -239,6 +246,7 @@ def client_traffic_policy() -> dict[str, Any]:
         "spec": {
             "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": GATEWAY}],
             "headers": {"earlyRequestHeaders": {"remove": [TENANT_HEADER]}},
+            "connection": {"bufferLimit": REQUEST_BUFFER},
         },
     }
 

@@ -4,7 +4,8 @@ which value is over which limit instead of the planner guessing a cause:
 - `tensor_parallel` against the GPUs of one node of every pool the model may use in each region
   it runs in (its pinned pool, or every GPU pool of the region);
 - the token mix (`tokens.input_tokens + tokens.output_tokens`) against the model's context, or
-  against `max_model_len` when the stack caps it.
+  against `max_model_len` when the stack caps it;
+- the models a region serves against the front door's 15 routes per cluster.
 """
 
 from __future__ import annotations
@@ -16,11 +17,25 @@ from serving.models import CATALOG
 from stacks.checks_base import Problem
 from stacks.schema import ModelSpec, StackSpec
 
+# The front door routes a cluster's models through one AIGatewayRoute, one rule each, and its
+# CRD caps `spec.rules` at 15 (ai-gateway-crds-helm v1.1.0, aigatewayroutes v1beta1 maxItems).
+MAX_MODELS_PER_CLUSTER = 15
+
 
 def check_limits(spec: StackSpec) -> Iterator[Problem]:
     for i, model in enumerate(spec.models):
         yield from _tensor_parallel(f"models[{i}]", spec, model)
         yield from _token_mix(f"models[{i}]", model)
+    yield from _models_per_cluster(spec)
+
+
+def _models_per_cluster(spec: StackSpec) -> Iterator[Problem]:
+    for j, region in enumerate(spec.regions):
+        here = [m.name for m in spec.models if m.regions is None or region.region in m.regions]
+        if len(here) > MAX_MODELS_PER_CLUSTER:
+            yield Problem(f"regions[{j}]", f"{region.region} serves {len(here)} models, but its front "
+                          f"door routes at most {MAX_MODELS_PER_CLUSTER} (one AIGatewayRoute rule each); "
+                          f"list some models' `regions` elsewhere or split the stack")
 
 
 def _tensor_parallel(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:

@@ -139,6 +139,16 @@ def test_prod_needs_two_zones_per_region(tmp_path, capsys) -> None:
     assert "rtip:platform.regions[1].zones: prod needs at least 2 zones" in err
 
 
+def test_a_cluster_routes_at_most_fifteen_models(tmp_path, capsys) -> None:
+    # The AIGatewayRoute CRD (ai-gateway-crds-helm v1.1.0) caps spec.rules at 15, one per model.
+    doc = prod_platform()
+    extra = copy.deepcopy(doc["models"][-1])
+    doc["models"] += [{**copy.deepcopy(extra), "name": f"extra-{k}"} for k in range(16 - len(doc["models"]))]
+    assert len(doc["models"]) == 16
+    err = plan_fails(capsys, write_stack(tmp_path, doc))
+    assert "rtip:platform.regions[0]: us-east-1 serves 16 models" in err and "at most 15" in err
+
+
 def test_prod_api_is_private(tmp_path, capsys) -> None:
     doc = prod_platform()
     doc["regions"][0]["api_access_cidrs"] = ["0.0.0.0/0"]

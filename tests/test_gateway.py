@@ -187,6 +187,23 @@ def test_client_set_tenant_header_is_stripped_and_the_key_sanitized() -> None:
         assert auth["forwardClientIDHeader"] == gw.TENANT_HEADER and auth["sanitize"] is True
 
 
+def test_request_buffer_holds_the_largest_served_request() -> None:
+    # The AI Gateway buffers whole request bodies; Envoy Gateway's default buffer is 32768 bytes
+    # (v1.9.0 connection_types.go). The buffer must hold the longest prompt prod serves: its
+    # largest served context in tokens x 4 characters a token (English text), JSON-escaped at
+    # worst 6 bytes a character (\uXXXX), plus headroom for an image.
+    record = record_of("prod")
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    longest = max(mp.max_model_len for mp in record.plan.models)
+    ctps = kind(record, "ClientTrafficPolicy")
+    assert ctps
+    for ctp in ctps:
+        limit = ctp.inputs["spec"]["connection"]["bufferLimit"]
+        number, unit = int(limit[:-2]), limit[-2:]
+        assert number * units[unit] > 32768
+        assert number * units[unit] >= longest * 4 * 6
+
+
 def test_pools_select_the_predictor_pods_on_the_serving_port() -> None:
     record = record_of("prod")
     pools = [r for r in record.by_type(HELM) if r.inputs["chart"].endswith("/inferencepool")]

@@ -105,6 +105,24 @@ def test_a_collector_that_does_not_redact_everything_fails() -> None:
             change.__name__
 
 
+def test_a_second_collector_reading_the_prompts_unredacted_fails() -> None:
+    # Beside a redacting collector, a second release tails the same pod logs with no redaction:
+    # it would ship the prompts as they are.
+    def no_redaction(config: dict[str, Any]) -> None:
+        del config["processors"][REDACTION_PROCESSOR]
+        config["service"]["pipelines"]["logs"]["processors"] = ["batch"]
+
+    raw = collector("raw", "east", broken(no_redaction))
+    assert flagged(isvc("llama", "east"), collector("logs", "east"), raw) == {"llama"}
+    # A second collector that reads another namespace's files is none of this server's business.
+    def elsewhere(config: dict[str, Any]) -> None:
+        no_redaction(config)
+        config["receivers"]["filelog/models"]["include"] = ["/var/log/pods/rtip-system_*/*/*.log"]
+
+    other = collector("other", "east", broken(elsewhere))
+    assert flagged(isvc("llama", "east"), collector("logs", "east"), other) == set()
+
+
 def test_dev_only_advises_nothing_and_prod_is_mandatory() -> None:
     assert flagged(isvc("llama", "east"), config=DEV) == set()
     assert DEV[POLICY] == {"enforcementLevel": "advisory", "requireRedaction": False}

@@ -69,6 +69,16 @@ def redaction_problems(values: Mapping[str, Any], namespace: str) -> list[str]:
     return problems
 
 
+def reads_namespace(values: Mapping[str, Any], namespace: str) -> bool:
+    """Whether any filelog receiver of a collector with these values tails `namespace`'s pod
+    logs, wired into a pipeline or not (a receiver can be added to one later)."""
+    prefix = f"/var/log/pods/{namespace}_"
+    receivers = get(_collector_config(values), "receivers", default={}) or {}
+    return any(str(path).startswith(prefix)
+               for name, receiver in receivers.items() if str(name).split("/")[0] == "filelog"
+               for path in get(receiver, "include", default=[]))
+
+
 def request_logs_redacted(resources: list[StackResource], config: Config) -> Iterator[tuple[str, str]]:
     if not config.get("requireRedaction"):
         return
@@ -91,9 +101,18 @@ def request_logs_redacted(resources: list[StackResource], config: Config) -> Ite
                              "runs on its cluster to redact them")
             continue
         verdicts = [redaction_problems(get(c.props, "values", default={}), ns) for c in here]
-        if all(verdicts):
+        # Every collector that tails this namespace must redact, not just one of them: a second
+        # release reading the same files would ship the prompts as they are.
+        leaking = [(c, v) for c, v in zip(here, verdicts, strict=True)
+                   if v and reads_namespace(get(c.props, "values", default={}), ns)]
+        if leaking:
+            c, v = leaking[0]
+            yield isvc.urn, (f"the model server logs prompts ({LOGS_PROMPTS}) and log collector "
+                             f"{get(c.props, 'name', default=c.urn)} reads them without redacting: "
+                             f"{'; '.join(v)}")
+        elif all(verdicts):
             yield isvc.urn, (f"the model server logs prompts ({LOGS_PROMPTS}) but its cluster's log "
                              f"collector does not redact them: {'; '.join(min(verdicts, key=len))}")
 
 
-__all__ = ["redaction_problems", "request_logs_redacted"]
+__all__ = ["reads_namespace", "redaction_problems", "request_logs_redacted"]
