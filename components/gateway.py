@@ -23,6 +23,7 @@ from components.addons_helm import helm_release, ready
 from components.contract import ClusterFacts, RegionStore
 from serving import gateway as gw
 from serving import gateway_charts as charts
+from serving import gateway_tenants as tenants_gw
 from serving.charts import ChartKey
 from serving.images import RegionalRegistry
 from serving.netpol import GATEWAY_NAMESPACE, MODELS
@@ -52,7 +53,7 @@ class Gateway(pulumi.ComponentResource):
         name: str,
         cluster: ClusterFacts,
         env: Posture,
-        tenants: Sequence[gw.Tenant],
+        tenants: Sequence[tenants_gw.Tenant],
         secrets: Mapping[str, pulumi.Output[str]],
         models: Sequence[str],
         releases: Mapping[ChartKey, pulumi.Resource],
@@ -63,7 +64,7 @@ class Gateway(pulumi.ComponentResource):
         store: RegionStore,
         digests: Mapping[str, str] | None = None,
     ) -> None:
-        routed = {m: gw.allowed(tenants, m) for m in models}
+        routed = {m: tenants_gw.allowed(tenants, m) for m in models}
         served = [m for m in models if routed[m]]
         notes = [
             f"model {m}: no tenant may call it, so it gets no route" for m in models if not routed[m]
@@ -162,8 +163,9 @@ class Gateway(pulumi.ComponentResource):
                 [*on_gateway, ai_crds, ai, gateway, *pools],
             )
             # Both policies name the HTTPRoute the AI Gateway generates from `route`.
-            self._custom(gw.security_policy({m: routed[m] for m in served}), [*on_gateway, route, *keys])
-            self._custom(gw.rate_limit_policy(limited), [*on_gateway, route])
+            self._custom(tenants_gw.security_policy({m: routed[m] for m in served}),
+                         [*on_gateway, route, *keys])
+            self._custom(tenants_gw.rate_limit_policy(limited), [*on_gateway, route])
         self.register_outputs({})
 
     def _redis(
@@ -208,7 +210,7 @@ class Gateway(pulumi.ComponentResource):
     def _secret(
         self, tenant: str, key: pulumi.Output[str], after: Sequence[pulumi.Resource]
     ) -> pulumi.Resource:
-        body = gw.tenant_secret(tenant)
+        body = tenants_gw.tenant_secret(tenant)
         return k8s.core.v1.Secret(
             f"{self._name}-key-{tenant}",
             metadata=k8s.meta.v1.ObjectMetaArgs(**body["metadata"]),

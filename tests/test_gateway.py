@@ -14,6 +14,7 @@ import yaml
 from components.gateway import CRD_DIR, CRD_FILES
 from rtip.offline import SECRET_MARK, Record, Resource
 from serving import gateway as gw
+from serving import gateway_tenants as tenants_gw
 from serving.hardware import Cloud
 from tests.conftest import PROJECT_DIR, SHARED, record_of
 from tests.test_crds import check
@@ -280,11 +281,11 @@ class T:
 
 
 def test_a_model_no_tenant_may_call_has_no_route_and_policies_refuse_empty() -> None:
-    assert gw.allowed([T("a", 10, None, ["m1"])], "m2") == []
+    assert tenants_gw.allowed([T("a", 10, None, ["m1"])], "m2") == []
     with pytest.raises(ValueError, match="no tenant"):
-        gw.security_policy({"m1": ["a"], "m2": []})
+        tenants_gw.security_policy({"m1": ["a"], "m2": []})
     with pytest.raises(ValueError, match="no tenant"):
-        gw.rate_limit_policy([])
+        tenants_gw.rate_limit_policy([])
 
 
 def test_token_limits_are_charged_by_the_response() -> None:
@@ -292,7 +293,7 @@ def test_token_limits_are_charged_by_the_response() -> None:
     only check and responses charge; one without gets none. The route records total tokens only
     when some tenant has a token limit (nothing would read them otherwise)."""
     search, chat = T("search", 6000, 20_000_000, ["*"]), T("chat", 60, None, ["m"])
-    rules = gw.rate_limit_policy([search, chat])["spec"]["rateLimit"]["global"]["rules"]
+    rules = tenants_gw.rate_limit_policy([search, chat])["spec"]["rateLimit"]["global"]["rules"]
     charged = [r for r in rules if "cost" in r]
     assert len(rules) == 3 and len(charged) == 1
     assert charged[0]["clientSelectors"][0]["headers"][0]["value"] == "search"
@@ -310,7 +311,7 @@ def test_bodies_validate_against_their_crds() -> None:
         gw.reference_grant(),
         gw.ai_gateway_route(["m", "n"], True),
         gw.ai_gateway_route(["m"], False),
-        gw.security_policy({"m": ["a", "b"], "n": ["a"]}),
-        gw.rate_limit_policy(tenants),
+        tenants_gw.security_policy({"m": ["a", "b"], "n": ["a"]}),
+        tenants_gw.rate_limit_policy(tenants),
     ]:
         check(body)

@@ -11,6 +11,7 @@ from typing import Any
 
 from rtip.offline import Record
 from serving import gateway as gw
+from serving import gateway_tenants as tenants_gw
 from tests.conftest import record_of
 from tests.test_policies import found, res
 
@@ -41,11 +42,11 @@ def route(tokens: bool = True) -> dict[str, Any]:
 
 
 def security() -> dict[str, Any]:
-    return gw.security_policy({"m1": ["chat", "search"], "m2": ["search"]})
+    return tenants_gw.security_policy({"m1": ["chat", "search"], "m2": ["search"]})
 
 
 def limits() -> dict[str, Any]:
-    return gw.rate_limit_policy(TENANTS)
+    return tenants_gw.rate_limit_policy(TENANTS)
 
 
 def flagged(*resources: Any) -> set[str]:
