@@ -122,3 +122,13 @@ def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
     assert bench.verdicts(runs)[0]["targets_met"]
     runs[1] = row("static-peak", 13.0, True)  # 10 / 13 > 0.7
     assert not bench.verdicts(runs)[0]["targets_met"]
+    # The clairvoyant references read the future: never a baseline that beats the plan, but their
+    # share of static is reported (6.5 / 13 = 0.5; 9.1 / 13 = 0.7).
+    runs += [row("clairvoyant", 6.5, True),
+             {**row("clairvoyant-zone", 9.1, True), "zone_loss": {"status": "PASS"}}]
+    (v,) = bench.verdicts(runs)
+    assert v["cheaper_baselines_meeting_slo"] == []
+    assert v["references"]["clairvoyant"] == {"over_static_gpu_hours": 0.5, "meets_slo": True,
+                                              "tail_at_peak": "PASS", "zone_loss_at_peak": None}
+    assert v["references"]["clairvoyant-zone"]["over_static_gpu_hours"] == 0.7
+    assert v["references"]["clairvoyant-zone"]["zone_loss_at_peak"] == "PASS"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 
 from serving.autoscaling import Autoscaling
 from serving.simulator import (
+    Clairvoyant,
     ColdStartSpec,
     EngineConfig,
     FleetConfig,
@@ -165,6 +167,26 @@ def test_gpu_utilization_hpa_counts_unready_pods_as_idle_on_scale_up():
     view2 = FakeView(utils=[0.9, 0.9], status_replicas=3, spec_replicas=3)
     # With the unready pod at 0 %: 1.8 / (3 x 0.7) = 0.857 < 1, the direction flips: keep 3.
     assert hpa2.decide(0.0, view2) == 3
+
+
+def test_clairvoyant_holds_the_busiest_coming_minute_a_cold_start_early():
+    # 1 req/s over [0, 60), then 5 req/s over [300, 360); a replica carries 1 req/s; 120 s lead.
+    arrivals = np.concatenate([np.arange(60) + 0.5, 300 + (np.arange(300) + 0.5) / 5])
+    oracle = Clairvoyant(1, 10, arrivals, replica_qps=1.0, lead_s=120.0)
+    view = FakeView()
+    assert oracle.decide(0.0, view) == 1     # windows from 0..120 s: the busiest is [0, 60) at 1/s
+    # At 165 s the latest window in reach is [285, 345): 45 s of 5/s = 225 requests, 3.75/s.
+    assert oracle.decide(165.0, view) == 4
+    assert oracle.decide(180.0, view) == 5   # [300, 360) is now within the lead: 5/s
+    assert oracle.decide(300.0, view) == 5
+    assert oracle.decide(420.0, view) == 1   # nothing ahead: the floor
+    # Three zones: the survivors of one lost zone (2/3 of the fleet) must carry it.
+    zoned = Clairvoyant(1, 10, arrivals, replica_qps=1.0, lead_s=120.0, zones=3)
+    assert zoned.decide(0.0, view) == 2      # ceil(1 x 3/2)
+    assert zoned.decide(180.0, view) == 8    # ceil(5 x 3/2)
+    assert Clairvoyant(1, 6, arrivals, replica_qps=1.0, lead_s=120.0, zones=3).decide(180.0, view) == 6
+    with pytest.raises(ValueError, match="replica_qps"):
+        Clairvoyant(1, 10, arrivals, replica_qps=0.0, lead_s=120.0)
 
 
 def _store() -> Store:

@@ -22,7 +22,13 @@ from serving.simulator.config import (
     ZoneFailure,
     default_batch_limits,
 )
-from serving.simulator.policies import GpuUtilizationHpa, KedaAutoscaler, KnativeKpa, StaticPolicy
+from serving.simulator.policies import (
+    Clairvoyant,
+    GpuUtilizationHpa,
+    KedaAutoscaler,
+    KnativeKpa,
+    StaticPolicy,
+)
 from serving.simulator.results import ReplicaStart, SimResult
 from serving.simulator.router import LeastLoaded, PrefixAware, RoundRobin, make_router
 from serving.simulator.sim import SimConfig, Simulation, simulate
@@ -38,6 +44,7 @@ from serving.simulator.traces import (
 
 __all__ = [
     "BLOCK_SIZE",
+    "Clairvoyant",
     "ColdStartSpec",
     "EngineConfig",
     "FleetConfig",

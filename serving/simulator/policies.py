@@ -15,6 +15,8 @@
   of wall time) with the default behavior, using the resource-metric algorithm of
   `GetResourceReplicas`: on a scale-up, pods that are not ready count as 0 % and a change of
   direction or a ratio within tolerance keeps the current count.
+- `Clairvoyant`: a reference no cluster can run, for judging the others: it reads the trace ahead
+  and holds, a cold start early, the replicas the coming traffic needs at a replica's sized rate.
 - `KnativeKpa`: the Knative Pod Autoscaler (knative/serving `pkg/autoscaler/scaling/autoscaler.go`)
   on in-flight requests (running + waiting) with the defaults of FACTS.md section 7: stable window
   60 s, panic window 6 s, panic when the panic-window demand reaches 200 % of the ready pods,
@@ -28,6 +30,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import numpy as np
 
 from serving.simulator.hpa import SYNC_PERIOD_S, Behavior, Hpa, average_value_replicas
 from serving.simulator.promql import PromQLError, Store, evaluate
@@ -244,4 +248,46 @@ class KnativeKpa:
         return min(max(desired, self.min_replicas), self.max_replicas)
 
 
-__all__ = ["Autoscaler", "FleetView", "GpuUtilizationHpa", "KedaAutoscaler", "KnativeKpa", "StaticPolicy"]
+@dataclass
+class Clairvoyant:
+    """Perfect foresight of the arrivals, for a lower reference on GPU-hours: at each step it asks
+    for the replicas that the busiest `window_s` starting within the next `lead_s` (the cold
+    start, so a replica asked for now is ready before that traffic) needs at `replica_qps`; with
+    `zones` > 1, times Z / (Z - 1), so the survivors of one lost zone still carry it. It reacts to
+    nothing it observes: what it spends is what the sizing and the cold start force on any policy
+    that holds the tier through the trace's growth (and a zone loss), with no lag of its own."""
+
+    min_replicas: int
+    max_replicas: int
+    arrival_s: np.ndarray
+    replica_qps: float
+    lead_s: float
+    zones: int = 1
+    window_s: float = 60.0
+    interval_s: float = SYNC_PERIOD_S
+    _need: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.replica_qps <= 0 or self.lead_s < 0 or self.zones < 1 or self.window_s <= 0:
+            raise ValueError("Clairvoyant expects replica_qps > 0, lead_s >= 0, zones >= 1, window_s > 0")
+        arrivals = np.asarray(self.arrival_s, dtype=float)
+        end = float(arrivals[-1]) if len(arrivals) else 0.0
+        grid = np.arange(0.0, end + self.interval_s, self.interval_s)
+        rate = (np.searchsorted(arrivals, grid + self.window_s, "left")
+                - np.searchsorted(arrivals, grid, "left")) / self.window_s
+        ahead = math.ceil(self.lead_s / self.interval_s)
+        # The busiest window among those starting in [t, t + lead]: a sliding maximum forward.
+        padded = np.concatenate([rate, np.zeros(ahead)])
+        peak = np.max(np.lib.stride_tricks.sliding_window_view(padded, ahead + 1), axis=1)[:len(rate)]
+        need = np.ceil(peak / self.replica_qps - 1e-9)
+        if self.zones > 1:
+            need = np.ceil(need * self.zones / (self.zones - 1) - 1e-9)
+        self._need = np.clip(need, self.min_replicas, self.max_replicas).astype(int)
+
+    def decide(self, now: float, view: FleetView) -> int:
+        i = min(len(self._need) - 1, max(0, int(now // self.interval_s)))
+        return int(self._need[i])
+
+
+__all__ = ["Autoscaler", "Clairvoyant", "FleetView", "GpuUtilizationHpa", "KedaAutoscaler", "KnativeKpa",
+           "StaticPolicy"]
