@@ -83,11 +83,16 @@ def limits(pool: KarpenterPool) -> dict[str, str]:
             pool.gpu_resource: str(pool.gpus_per_node * n)}
 
 
-def consolidate_after(cold_start_s: float) -> str:
+def consolidate_after_s(cold_start_s: float) -> int:
     """How long a node must stay empty before Karpenter removes it: at least the cold start of
     a replica on a new node (whole minutes), so a dip shorter than it costs to come back keeps
     its node."""
-    return f"{max(1, math.ceil(cold_start_s / 60))}m"
+    return 60 * max(1, math.ceil(cold_start_s / 60))
+
+
+def consolidate_after(cold_start_s: float) -> str:
+    """`consolidate_after_s` as the NodePool's `disruption.consolidateAfter` duration."""
+    return f"{consolidate_after_s(cold_start_s) // 60}m"
 
 
 def ec2_node_class(pool: KarpenterPool, cluster: str, node_role: str,
@@ -157,4 +162,5 @@ def node_overlay(pool: KarpenterPool) -> dict[str, object] | None:
 
 __all__ = ["AMI_ALIAS", "CAPACITY_TYPE", "DISCOVERY_TAG", "EXPIRE_AFTER", "NODECLASS_API",
            "NODEOVERLAY_API", "NODEPOOL_API", "NODEPOOL_LABEL", "KarpenterPool", "consolidate_after",
+           "consolidate_after_s",
            "ec2_node_class", "limits", "node_overlay", "node_pool"]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from serving.coldstart import TIMINGS
 from serving.hardware import Cloud, GpuModel, MachineShape, Vendor
 from serving.measured import Sizing, measure
 from serving.packing import PlanError
@@ -76,6 +77,12 @@ class RegionPlan:
 
     def pool(self, name: str) -> PlannedPool:
         return next(p for p in self.pools if p.name == name)
+
+    def pool_cold_start_s(self, name: str) -> float:
+        """The slowest cold start of a replica on a new node of pool `name` (a pool with no
+        model: the node alone): how long an empty node is worth keeping (serving.karpenter)."""
+        node_only = TIMINGS[self.cloud].node_provisioning_s + TIMINGS[self.cloud].node_init_s
+        return max((m.cold_start.total_s for m in self.models if m.pool == name), default=node_only)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import stacks). Per `ModelRegionPlan`:
   (the planner does not either), so the KV cache is an upper bound.
 - fleet: the pool's zones; `min_replicas` running at t = 0 (the Deployment starts at KEDA's
   minimum), on as many nodes per zone as the topology spread needs; slots per node from the
-  slice (GPUs per node x slices of this kind per GPU / TP); the plan's cold-start budget.
+  slice (GPUs per node x slices of this kind per GPU / TP); the plan's cold-start budget; an
+  empty node kept as long as the cluster's node autoscaler keeps it (`empty_node_ttl_s`).
 - autoscaler: `KedaAutoscaler(plan.autoscaling.scaled_object_spec(...))`, the very dict the
   ScaledObject manifest carries (`serving.deployments.scaled_object`); the simulated Prometheus
   labels the metrics with the served model name and the models namespace, as the query expects.
@@ -33,6 +34,8 @@ from typing import Any
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.deployments import predictor_deployment
+from serving.hardware import Cloud
+from serving.karpenter import consolidate_after_s
 from serving.models import CATALOG
 from serving.replica_sim import replica_engine
 from serving.sharing import Mig, TimeSlice
@@ -53,6 +56,18 @@ from stacks.plan import Plan, PlannedPool
 
 # The Prometheus address only labels the trigger; the simulated store answers any address.
 PROMETHEUS = "http://prometheus.simulated:9090"
+# GKE and AKS node pools scale with the cluster autoscaler, whose `scale-down-unneeded-time` the
+# toolkit leaves at its default of 10 min (AKS autoscaler profile reference: '10m'; the upstream
+# cluster-autoscaler flag's default); EKS uses Karpenter's consolidateAfter as emitted.
+CLUSTER_AUTOSCALER_UNNEEDED_S = 600.0
+
+
+def empty_node_ttl_s(plan: Plan, mp: ModelRegionPlan) -> float:
+    """How long the node autoscaler keeps an empty node of `mp`'s pool, as the cluster is built."""
+    region = plan.region(mp.region)
+    if region.cloud is Cloud.AWS:
+        return float(consolidate_after_s(region.pool_cold_start_s(mp.pool)))
+    return CLUSTER_AUTOSCALER_UNNEEDED_S
 
 
 class SimulationInputError(ValueError):
@@ -154,7 +169,8 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     per_zone = math.ceil(mp.min_replicas / len(zones))
     fleet = FleetConfig(zones=zones, initial_replicas=mp.min_replicas, slots_per_node=slots,
                         gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
-                        initial_nodes=len(zones) * math.ceil(per_zone / slots))
+                        initial_nodes=len(zones) * math.ceil(per_zone / slots),
+                        node_empty_ttl_s=empty_node_ttl_s(plan, mp))
     tier = mp.tier_spec
     return Deployment(
         plan=mp, engine=engine, fleet=fleet,

@@ -387,3 +387,25 @@ def test_headroom_and_durations_by_hand() -> None:
     assert kp.consolidate_after(752.1) == "13m" and kp.consolidate_after(10) == "1m"
     assert kp.node_pool(pool, 60)["spec"]["template"]["spec"]["requirements"][2]["values"] == ["spot"]
     assert kp.node_overlay(pool) is None
+
+
+def test_the_simulator_keeps_an_empty_node_as_long_as_the_cluster_does() -> None:
+    """`rtip simulate` runs node consolidation as emitted: on EKS the NodePool's consolidateAfter
+    read back from the record; on GKE and AKS the cluster autoscaler's default unneeded time,
+    10 min (the toolkit sets no autoscaler profile)."""
+    from stacks.simulation import deployment
+
+    record, plan = record_of("prod"), plan_of("prod")
+    clouds = set()
+    for mp in plan.models:
+        region = plan.region(mp.region)
+        ttl = deployment(plan, mp).fleet.node_empty_ttl_s
+        clouds.add(region.cloud)
+        if region.cloud is not Cloud.AWS:
+            assert ttl == 10 * 60, mp
+            continue
+        cluster = next(c for c in record.by_type("rtip:aws:Cluster") if c.name == region.cluster)
+        np = pool_object(record, "NodePool", cluster, mp.pool)
+        assert np is not None, (mp.model, mp.region, mp.pool)
+        assert ttl == minutes(np.inputs["spec"]["disruption"]["consolidateAfter"]) * 60
+    assert clouds == {Cloud.AWS, Cloud.GCP, Cloud.AZURE}

@@ -18,8 +18,6 @@ from components.aws.storage import ebs_storage
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
 from components.contract import PoolFacts, public_api_cidrs
 from components.gpu_pools import GpuPool
-from serving.coldstart import TIMINGS
-from serving.hardware import Cloud
 from serving.karpenter import DISCOVERY_TAG
 from stacks.naming import aws_account
 from stacks.plan import Plan, RegionPlan
@@ -83,9 +81,7 @@ class AwsCluster(KubernetesCluster):
         name, k8s_provider = self.cluster_name, self.facts.provider
         # Pod Identity needs its agent on the nodes before a pod asks for credentials.
         ready = [self.addons["eks-pod-identity-agent"], self.addons["coredns"]]
-        node_only = TIMINGS[Cloud.AWS].node_provisioning_s + TIMINGS[Cloud.AWS].node_init_s
-        cold = {p.name: max((m.cold_start.total_s for m in self.region.models if m.pool == p.name),
-                            default=node_only) for p, _ in self.gpu_groups}
+        cold = {p.name: self.region.pool_cold_start_s(p.name) for p, _ in self.gpu_groups}
         self.karpenter = Karpenter(
             f"{name}-karpenter", name, self.region.name, self.eks, k8s_provider, self.gpu_groups, cold,
             self.posture, ready, self.cloud_provider, self.stack.registries.name_prefix,
