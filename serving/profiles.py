@@ -19,14 +19,22 @@ Llama-3.1-8B and Llama-3.2-3B at TP2/TP4, A100 and H100 for Llama-2-70B at TP2/4
   replicas busy each gets the GPU a 1/n of the time (time-slicing) or is 1/n of the die (CPX).
 
 L4, L40S, H100-NVL and MI300X have no measured vLLM profile on file (FACTS.md section 7); they are
-pure ratio derivations. tests/test_profiles.py checks the derivation against the published
+ratio derivations. tests/test_profiles.py checks the derivation against the published
 LambdaLabs vLLM figures of FACTS.md section 7 and states the tolerance.
+
+One published MI300X measurement corrects the MI300X derivation (`PER_SEQUENCE_FACTOR`):
+Oracle's vLLM latency runs of Llama 3.1 405B FP8 on 8x MI300X, batch 1 to 256 at 128 tokens in
+and out (`serving/data/published_mi300x.json`). Each added sequence costs 1.20x what the
+derivation says (the slope of latency over batch: prefill plus per-sequence decode, which that
+run cannot tell apart, so both get the factor); the batch-independent decode step measures 0.53x
+the derivation, a speed-up left unclaimed (conservative). The datasheet compute the derivation
+scales prefill by (FP8 2,615 dense TFLOPS) is not what vLLM on ROCm reaches.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from serving._calibration import REFERENCES, Reference
 from serving.hardware import GPUS, GpuModel, GpuSpec
@@ -104,6 +112,11 @@ class Profile:
         return self.tpot_fixed_s + self.tpot_per_seq_s * batch
 
 
+# Per-sequence work (prefill per token and decode per sequence) measured over the ratio derivation,
+# per GPU without an anchor of its own; tests/test_profiles.py refits it from the published data.
+PER_SEQUENCE_FACTOR: dict[GpuModel, float] = {GpuModel.MI300X: 1.20}
+
+
 def _reference(card: ModelCard, gpu: GpuModel, tp: int) -> Reference:
     """The anchor closest in model size first (architecture matters more than the source of the
     measurement), then on the same GPU, then at the nearest TP degree."""
@@ -122,7 +135,20 @@ def _tflops(spec: GpuSpec, quantization: Quantization) -> float:
 
 
 def profile(card: ModelCard, kind: SliceKind, quantization: Quantization = Quantization.NONE) -> Profile:
-    """The derived profile of `card` with `quantization` on `kind`."""
+    """The derived profile of `card` with `quantization` on `kind`, with the GPU's measured
+    per-sequence correction where it has one."""
+    derived = ratio_profile(card, kind, quantization)
+    factor = PER_SEQUENCE_FACTOR.get(kind.gpu)
+    if factor is None:
+        return derived
+    return replace(derived, prefill_per_token_s=derived.prefill_per_token_s * factor,
+                   tpot_per_seq_s=derived.tpot_per_seq_s * factor,
+                   source=f"{derived.source}; per-sequence work x{factor:g} (published {kind.gpu} run)")
+
+
+def ratio_profile(card: ModelCard, kind: SliceKind,
+                  quantization: Quantization = Quantization.NONE) -> Profile:
+    """`card` on `kind` derived from its nearest anchor by the ratios alone."""
     weights = card.variant_weights_gb(quantization)
     tp = kind.tensor_parallel
     ref = _reference(card, kind.gpu, tp)
@@ -148,4 +174,4 @@ def profile(card: ModelCard, kind: SliceKind, quantization: Quantization = Quant
     )
 
 
-__all__ = ["Profile", "SliceKind", "profile"]
+__all__ = ["PER_SEQUENCE_FACTOR", "Profile", "SliceKind", "profile", "ratio_profile"]
