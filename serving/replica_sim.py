@@ -19,7 +19,12 @@ by this module instead:
   count is the same whatever the fleet, so a fleet costs about what one replica does to simulate;
 - the capacity is the highest arrival rate at which the tier's percentile of TTFT and of TPOT
   both stay under the targets less `MARGIN` (the run is a sample of `REQUESTS` requests; the margin
-  keeps a rerun with other random draws inside the tier, which tests/test_measured.py checks);
+  keeps a rerun with other random draws inside the tier, which tests/test_measured.py checks),
+  and the load is stationary: requests in flight must not keep growing over the run (`_steady`).
+  A replica past its throughput absorbs the excess into its running batch while the KV cache
+  has room, so under a loose tier (batch: 6 s TTFT, 175 ms TPOT) a run of a minute or two stays
+  inside the targets while the backlog grows without bound (prod's 3B on an H100 `7g.80gb` was
+  sized at 16.8 req/s a replica that way; five minutes at that rate put its p99 TTFT at 23 s);
 - found by bracketing from the closed form's answer, then bisection to `PRECISION`, then
   confirmed on a run twice as long with fresh draws (stepping down until it holds).
 
@@ -52,6 +57,7 @@ from serving.simulator import (
     EngineConfig,
     FleetConfig,
     SimConfig,
+    SimResult,
     StaticPolicy,
     StepTime,
     Targets,
@@ -66,6 +72,9 @@ PRECISION = 0.02  # relative width of the final bisection bracket
 SEED = 20231116  # the Azure trace's collection date; any fixed value would do
 CONFIRM_STEPS = 8  # rate reductions of 2 x PRECISION each a confirmation run may ask for
 WARMUP_FRACTION = 0.1  # the first arrivals see an empty replica: left out of the percentiles
+# In flight over the second half of the arrivals against the first (after the warm-up): more than
+# this, plus one request a replica, is a backlog still growing, not a steady state.
+GROWTH_LIMIT = 1.25
 CURVE_FRACTIONS = (0.5, 0.75)  # extra runs below the sized rate, for the in-flight curve
 
 
@@ -143,13 +152,26 @@ def _trial(engine: EngineConfig, targets: Targets, percentile: float, rate: floa
     # Measured whether or not the run fits: the curve's last point is always the sized rate.
     in_flight = float(np.mean(np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])))
     in_flight /= replicas
-    if not ok.any() or result.failed:
+    if not ok.any() or result.failed or not _steady(result, arrivals, replicas):
         return False, math.inf, math.inf, in_flight
     ttft = float(np.percentile(result.ttft_s[ok], percentile))
     tpots = result.tpot_s[ok & ~np.isnan(result.tpot_s)]
     tpot = float(np.percentile(tpots, percentile)) if len(tpots) else 0.0
     fits = ttft <= targets.ttft_s * (1 - MARGIN) and tpot <= targets.tpot_s * (1 - MARGIN)
     return fits, ttft, tpot, in_flight
+
+
+def _steady(result: SimResult, arrivals: np.ndarray, replicas: int) -> bool:
+    """Requests in flight hold level while arrivals last: the second half's mean is within
+    GROWTH_LIMIT of the first half's (plus one a replica, for a nearly idle fleet)."""
+    t = np.asarray(result.series["t"])
+    load = np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])
+    start, end = arrivals[int(len(arrivals) * WARMUP_FRACTION)], arrivals[-1]
+    mid = (start + end) / 2
+    first, second = load[(t >= start) & (t < mid)], load[(t >= mid) & (t <= end)]
+    if not len(first) or not len(second):
+        return True  # too short to tell: the percentiles decide
+    return float(second.mean()) <= GROWTH_LIMIT * float(first.mean()) + replicas
 
 
 def _requests(n: int, mean_prompt: int, mean_output: int, max_model_len: int | None,

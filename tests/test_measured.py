@@ -81,3 +81,46 @@ def test_claims_hold_on_an_independent_rerun(where: tuple[str, str, str]) -> Non
     assert ttft <= claim_ttft * (1 + TOLERANCE), (ttft, claim_ttft)
     assert tpot <= claim_tpot * (1 + TOLERANCE), (tpot, claim_tpot)
     assert ttft <= mp.tier_spec.ttft_ms / 1000 and tpot <= mp.tier_spec.tpot_ms / 1000, (ttft, tpot)
+    # A steady state, split otherwise than the sizing's check: requests in flight over the last
+    # quarter of the arrivals hold near the second quarter's (a growing backlog passes a short
+    # run's percentiles under a loose tier).
+    t = np.asarray(result.series["t"])
+    load = np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])
+    second = load[(t >= arrivals[REQUESTS // 4]) & (t < arrivals[REQUESTS // 2])]
+    last = load[(t >= arrivals[3 * REQUESTS // 4]) & (t <= arrivals[-1])]
+    assert last.mean() <= 1.3 * second.mean() + n, (second.mean(), last.mean())
+
+
+def test_a_backlog_that_grows_slowly_is_not_a_capacity(monkeypatch) -> None:
+    """prod's 3B FP8 on an H100 `7g.80gb` was once sized at 16.8 req/s a replica (three behind
+    the router). By hand from its profile, each request (1155 in, 211 out) costs at least
+    1155 x prefill per token + 211 x decode per sequence of engine time, ignoring every fixed
+    cost: at 16.8 req/s that is over one second of work a second, so no steady state exists.
+    A sizing run's percentiles still pass there under the batch tier (the excess waits in the
+    running batch); the trial refuses it because requests in flight keep growing. At 10 req/s the
+    same work is two thirds of a second and the trial holds."""
+    from serving import replica_sim as rs
+    from serving.hardware import GpuModel
+    from serving.models import CATALOG, Quantization
+    from serving.profiles import SliceKind, profile
+    from serving.simulator import EngineConfig, StepTime, Targets
+    from serving.slices import SharingMode
+
+    prof = profile(CATALOG["llama-3.2-3b-instruct"], SliceKind(GpuModel.H100_80GB, SharingMode.MIG,
+                                                               mig_profile="7g.80gb"), Quantization.FP8)
+    work = 1155 * prof.prefill_per_token_s + 211 * prof.tpot_per_seq_s
+    assert 16.8 * work > 1.0 > 10 * work * 1.4
+    engine = EngineConfig(StepTime(prof.prefill_fixed_s, prof.prefill_per_token_s, prof.tpot_fixed_s,
+                                   prof.tpot_per_seq_s),
+                          kv_blocks=36994, max_num_batched_tokens=8192, max_num_seqs=1024,
+                          max_model_len=131072)
+    batch_tier = Targets(6.0, 0.175)
+    prompts, outputs, gaps = rs._requests(rs.REQUESTS, 1155, 211, 131072, np.random.default_rng(3))
+
+    def trial(rate: float) -> bool:
+        return rs._trial(engine, batch_tier, 99.0, rate, prompts, outputs, gaps, replicas=3)[0]
+
+    assert not trial(16.8)
+    assert trial(10.0)
+    monkeypatch.setattr(rs, "_steady", lambda *a: True)
+    assert trial(16.8)  # the percentiles alone let it through
