@@ -10,7 +10,7 @@ from collections.abc import Callable
 from rtip.deploycheck import Severity, run_checks
 from rtip.deploycheck.capacity import check_capacity
 from rtip.offline import Record, Resource
-from tests.conftest import record_of
+from tests.conftest import plan_of, record_of
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -80,7 +80,8 @@ def test_aks_and_gke_pools_without_autoscaling_are_found() -> None:
     np = _edit(record, lambda r: r.name == "rtip-prod-us-central1-h100-np",
                lambda i: i.update({"autoscaling": None}))
     (message,) = _errors(_with(record, np), np.parent)
-    assert "autoscales to 0 nodes" in message and "peak of 6" in message
+    peak = plan_of("prod").region("us-central1").pool("h100").nodes_at_peak
+    assert "autoscales to 0 nodes" in message and f"peak of {peak}" in message
 
 
 def test_prometheus_on_emptydir_is_found() -> None:
