@@ -14,9 +14,10 @@ region of each model), under:
 - clairvoyant, clairvoyant-zone: references no cluster can run (serving.simulator.Clairvoyant):
   perfect foresight of the trace, a full cold start ahead, the replicas the coming busiest minute
   needs at the plan's sized rate per replica; -zone adds the surplus (x Z/(Z-1)) that carries a
-  zone loss. What they spend is the floor the trace, the cold start and the sizing set for any
-  policy: it says whether the issue's 0.7x target is reachable at all. They are never counted
-  as baselines that beat the plan.
+  zone loss. A reference, not a lower bound (the sized rate keeps a margin, the zone surplus is
+  sufficient rather than necessary): what a policy with the plan's sizing spends when lag is
+  all it lacks, so whether the issue's 0.7x target is within that sizing's reach. They are
+  never counted as baselines that beat the plan.
 Every autoscaled policy starts warm (`warm_replicas`: the replicas the plan's sizing gives the
 trace's first minute) and is bounded by the plan's min and max.
 

@@ -24,11 +24,14 @@ LambdaLabs vLLM figures of FACTS.md section 7 and states the tolerance.
 
 One published MI300X measurement corrects the MI300X derivation (`PER_SEQUENCE_FACTOR`):
 Oracle's vLLM latency runs of Llama 3.1 405B FP8 on 8x MI300X, batch 1 to 256 at 128 tokens in
-and out (`serving/data/published_mi300x.json`). Each added sequence costs 1.20x what the
-derivation says (the slope of latency over batch: prefill plus per-sequence decode, which that
-run cannot tell apart, so both get the factor); the batch-independent decode step measures 0.53x
-the derivation, a speed-up left unclaimed (conservative). The datasheet compute the derivation
-scales prefill by (FP8 2,615 dense TFLOPS) is not what vLLM on ROCm reaches.
+and out (`serving/data/published_mi300x.json`). Derived from the anchor MI300X profiles take
+(the A100 llama2-70b fits: nearest size, no MI300X anchor, A100 listed first) at the run's own
+TP8, each added sequence costs 1.20x what the derivation says (the slope of latency over batch:
+prefill plus per-sequence decode, which that run cannot tell apart, so both get the factor); the
+batch-independent decode step measures 0.53x, a speed-up left unclaimed (conservative). The
+factor corrects the GPU, not the derivation's TP scaling: against the TP2 or TP4 fits, which
+assume TP speeds up linearly, the same run needs 3.33x or 1.98x (the H100 fits: 2.13x, 1.48x,
+0.83x at TP8), so an MI300X claim at TP2, prod's 70B, stays unverified until a TP2 measurement.
 """
 
 from __future__ import annotations

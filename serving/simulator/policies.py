@@ -250,12 +250,12 @@ class KnativeKpa:
 
 @dataclass
 class Clairvoyant:
-    """Perfect foresight of the arrivals, for a lower reference on GPU-hours: at each step it asks
+    """Perfect foresight of the arrivals, a reference for GPU-hours (not a bound): at each step it asks
     for the replicas that the busiest `window_s` starting within the next `lead_s` (the cold
     start, so a replica asked for now is ready before that traffic) needs at `replica_qps`; with
     `zones` > 1, times Z / (Z - 1), so the survivors of one lost zone still carry it. It reacts to
-    nothing it observes: what it spends is what the sizing and the cold start force on any policy
-    that holds the tier through the trace's growth (and a zone loss), with no lag of its own."""
+    nothing it observes: what it spends is what a policy with this sizing and cold start needs
+    when it has no lag of its own."""
 
     min_replicas: int
     max_replicas: int
