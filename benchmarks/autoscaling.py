@@ -66,7 +66,7 @@ TRACES = {name: ROOT.parent / "shared" / "traces" / f"azure2023_AzureLLMInferenc
           for name in ("conv", "code")}
 OUT = ROOT / "benchmarks" / "results" / "autoscaling.json"
 PLOT = OUT.with_suffix(".png")
-REFERENCES = ("clairvoyant", "clairvoyant-zone")  # read the future: bounds, not baselines
+REFERENCES = ("clairvoyant", "clairvoyant-zone")  # read the future: references, never baselines
 POLICIES = ("plan", "static-peak", "keda-tutorial", "hpa-gpu", "knative-kpa", *REFERENCES)
 GPU_HOURS_TARGET = 0.7  # issue 11: at most 0.7x the GPU-hours of static peak provisioning
 TUTORIAL_THRESHOLD = 5  # vLLM production-stack tutorial (FACTS.md section 7)
@@ -166,7 +166,7 @@ def meets_slo(figs: dict[str, Any], targets: dict[str, float]) -> bool:
 def verdicts(rows_: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per model and trace: the plan's GPU-hours against static peak provisioning, every baseline
     that meets the SLO with fewer GPU-hours than the plan (the issue's two targets), and the
-    clairvoyant references' GPU-hours against static (what any policy could reach at best)."""
+    clairvoyant references' GPU-hours against static (what the plan's sizing needs without lag)."""
     out = []
     for key in dict.fromkeys((r["model"], r["trace"]) for r in rows_):
         runs = {r["policy"]: r for r in rows_ if (r["model"], r["trace"]) == key}

@@ -57,8 +57,9 @@ from stacks.plan import Plan, PlannedPool
 # The Prometheus address only labels the trigger; the simulated store answers any address.
 PROMETHEUS = "http://prometheus.simulated:9090"
 # GKE and AKS node pools scale with the cluster autoscaler, whose `scale-down-unneeded-time` the
-# toolkit leaves at its default of 10 min (AKS autoscaler profile reference: '10m'; the upstream
-# cluster-autoscaler flag's default); EKS uses Karpenter's consolidateAfter as emitted.
+# toolkit leaves at its default of 10 min (AKS autoscaler profile reference: '10m', and the
+# upstream cluster-autoscaler flag's default; GKE publishes no figure for its balanced profile,
+# so the upstream default stands in there); EKS uses Karpenter's consolidateAfter as emitted.
 CLUSTER_AUTOSCALER_UNNEEDED_S = 600.0
 
 
