@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 
 import yaml
@@ -47,6 +48,12 @@ def test_autoscaling_benchmark_runs_every_policy_on_a_short_trace() -> None:
     (mp,) = [m for m in select(plan, "llama-1b")]
     static = next(r for r in rows if r["policy"] == "static-peak")
     assert static["replicas"]["min"] == static["replicas"]["max"] == mp.max_replicas
+    # A fixed fleet sized by hand for the peak: ceil(peak / rate) rounded up to whole zones.
+    zones = len(plan.region(mp.region).pool(mp.pool).zones)
+    by_hand = -(-math.ceil(mp.peak_qps / mp.capacity.qps) // zones) * zones
+    at_peak = next(r for r in rows if r["policy"] == "static-at-peak")
+    assert at_peak["replicas"]["min"] == at_peak["replicas"]["max"] == \
+        min(mp.max_replicas, max(mp.min_replicas, by_hand))
     for r in rows:
         assert mp.min_replicas <= r["replicas"]["min"] <= r["replicas"]["max"] <= mp.max_replicas
         assert 0 <= r["attainment"] <= 1 and r["window_s"] <= 240.0

@@ -99,7 +99,9 @@ def test_scaled_in_replicas_drain_before_they_go():
     fleet = Fleet(FleetConfig(zones=("a", "b"), initial_replicas=3), EngineConfig(step=STEP, kv_blocks=100),
                   lambda t, kind, obj: None)
     assert [r.state for r in fleet.replicas] == [READY] * 3
-    busy = fleet.replicas[2]  # the newest: the ReplicaSet removes it first
+    for old in fleet.replicas[:2]:
+        old.ready_s = -1000.0
+    busy = fleet.replicas[2]  # ready most recently (a shorter log2 bucket): the ReplicaSet removes it first
     end = busy.engine.submit(SimRequest(0, 0.0, 50, 3), 0.0)
     fleet.scale_to(2, 0.01)
     assert busy.state == "draining" and busy not in fleet.routable
@@ -109,6 +111,45 @@ def test_scaled_in_replicas_drain_before_they_go():
     assert busy.state == "gone" and busy.engine.finished[0].out == 3
     fleet.scale_to(1, 2.0)  # an idle replica goes at once
     assert fleet.replicas[1].state == "gone" and len(fleet.routable) == 1
+
+
+def _ready_fleet(zones: tuple[str, ...], replicas: int, slots: int) -> Fleet:
+    cold = ColdStartSpec(full_s=700.0, warm_s=200.0, node_ready_s=400.0)
+    return Fleet(FleetConfig(zones=zones, initial_replicas=replicas, slots_per_node=slots, cold_start=cold,
+                             initial_nodes=len(zones)), EngineConfig(step=STEP, kv_blocks=100),
+                 lambda t, kind, obj: None)
+
+
+def _per_zone(fleet: Fleet) -> dict[str, int]:
+    return {z: sum(1 for r in fleet.active() if r.zone == z) for z in fleet.cfg.zones}
+
+
+def test_fleet_scale_in_follows_the_replicaset_ranking():
+    # kubernetes ActivePodsWithRanks: a pod whose node holds more of the ReplicaSet's pods goes
+    # before a more recently ready pod alone on its node.
+    fleet = _ready_fleet(("a", "b", "c"), 2, slots=2)  # a: r0, b: r1; c has an empty node
+    late = fleet.place(10.0)  # the fewest replicas: zone c, on its free node
+    doubled = fleet.place(20.0)  # a tie of one each: zone a, beside r0
+    assert (late.zone, doubled.zone) == ("c", "a")
+    for replica in (late, doubled):
+        fleet.on_ready(replica)
+    late.ready_s = 900.0  # c's replica is the most recently ready
+    fleet.scale_to(3, 5000.0)
+    gone = [r for r in fleet.replicas if r.state != READY]
+    assert len(gone) == 1 and gone[0].zone == "a"  # not c's newer replica
+    assert _per_zone(fleet) == {"a": 1, "b": 1, "c": 1}
+
+
+def test_one_pod_a_step_keeps_the_zones_even_where_a_zone_shares_a_node():
+    # 3/3/3 on one node a zone: each single deletion comes off the fullest node, so 8, 7, 6 leave
+    # 3/3/2, 3/2/2, 2/2/2 in some order; whatever the pod-UID tie-break.
+    fleet = _ready_fleet(("a", "b", "c"), 9, slots=8)
+    assert _per_zone(fleet) == {"a": 3, "b": 3, "c": 3}
+    for n, now in ((8, 400.0), (7, 415.0), (6, 430.0)):
+        fleet.scale_to(n, now)
+        counts = sorted(_per_zone(fleet).values())
+        assert counts[-1] - counts[0] <= 1 and sum(counts) == n
+    assert _per_zone(fleet) == {"a": 2, "b": 2, "c": 2}
 
 
 def test_fleet_input_errors():

@@ -6,8 +6,13 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   `cold_start.warm_s` (on a node still joining: when that node is up, plus the part of the full
   budget after node readiness). Without a free slot a new node is added in that zone and the
   replica is ready after `cold_start.full_s`.
-- Scale-in removes replicas that are still starting first (newest first), then ready ones (newest
-  first, the ReplicaSet's ranking by readiness time). A ready replica being removed stops getting
+- Scale-in follows the ReplicaSet controller's ranking (kubernetes pkg/controller/controller_utils.go
+  `ActivePodsWithRanks.Less`, ranks from replicaset `getPodsRankedByRelatedPodsOnSameNode`):
+  replicas still starting first (those waiting for their node before those on a ready node), then
+  ready ones; within each, a replica sharing its node with more replicas of the model first
+  ("doubled up"), then the shorter time ready in log2 buckets, ties in pseudo-random order (the
+  controller breaks them by pod UID). So scale-in empties nodes only when every node is down to one
+  replica, and Karpenter's `WhenEmpty` frees a node late. A ready replica being removed stops getting
   requests and, with `drain`, finishes what it holds before it goes.
 - A node without replicas for `node_empty_ttl_s` is removed (Karpenter consolidation).
 - A zone failure removes the zone's nodes and replicas at once; their requests are lost; the
@@ -16,6 +21,7 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -56,6 +62,12 @@ class Replica:
     @property
     def load(self) -> int:
         return len(self.engine.running) + len(self.engine.waiting)
+
+
+def _pseudo_uid(rid: int) -> int:
+    """A fixed pseudo-random order of replicas, standing in for the pod UIDs the controller
+    breaks ties with (deterministic, so runs repeat)."""
+    return ((rid + 1) * 2654435761) % 2**32  # Knuth's multiplicative hash
 
 
 # Callbacks into the event loop: (time, kind, object).
@@ -180,10 +192,7 @@ class Fleet:
         surplus = len(active) - target
         if surplus <= 0:
             return
-        # Starting replicas first, newest first; then ready ones, most recently ready first.
-        starting = sorted((r for r in active if r.state == STARTING), key=lambda r: (-r.created_s, -r.rid))
-        ready = sorted((r for r in active if r.state == READY), key=lambda r: (-r.ready_s, -r.rid))
-        for replica in (starting + ready)[:surplus]:
+        for replica in sorted(active, key=lambda r: self._deletion_rank(r, now))[:surplus]:
             self._unroute(replica)
             if replica.state == STARTING or (replica.engine.idle and not replica.engine.busy):
                 self._release(replica, now)
@@ -192,6 +201,17 @@ class Fleet:
             else:
                 self.lost.extend(replica.engine.kill())
                 self._release(replica, now)
+
+    def _deletion_rank(self, replica: Replica, now: float) -> tuple[int, int, int, int]:
+        """The ReplicaSet's deletion order as a sort key (see the module docstring)."""
+        # Pods being deleted (draining) are not active and do not count as colocated.
+        colocated = sum(1 for rid in replica.node.replicas if self.replicas[rid].state in (STARTING, READY))
+        if replica.state == STARTING:
+            unbound = 0 if replica.node.ready_s > now else 1  # a pod waiting for its node is unassigned
+            return (0, unbound, -colocated, _pseudo_uid(replica.rid))
+        age_ns = (now - replica.ready_s) * 1e9
+        bucket = int(math.log2(age_ns)) if age_ns >= 1 else -1  # logarithmicRankDiff
+        return (1, -colocated, bucket, _pseudo_uid(replica.rid))
 
     def maybe_release(self, replica: Replica, now: float) -> None:
         if replica.state == DRAINING and replica.engine.idle and not replica.engine.busy:
