@@ -122,13 +122,14 @@ def behavior(replicas: RegionReplicas) -> dict[str, object]:
     """HPA v2 behavior: scale up at once and in steps of the whole lag headroom; scale down on the
     highest recommendation of the last SCALE_DOWN_STABILIZATION_S, one pod a sync period.
 
-    One pod at a time keeps the zones even: the ReplicaSet controller ranks the pods once per
-    sync and deletes the first `diff` of them, a pod whose node holds more of the model's pods
-    first, ties in pod-UID order (kubernetes pkg/controller/controller_utils.go
-    `ActivePodsWithRanks`). Several pods in one step can all come off one zone (three off a
-    3/3/3 spread left 3/2/1 in the simulator, and a zone loss then cost the 8B on the code trace
-    2.5 % of its requests against a 1.1 % budget); one pod a step always comes off the fullest
-    node, which where a zone's replicas share a node is the fullest zone."""
+    Why one pod at a time: the ReplicaSet controller ranks the pods once per sync and deletes the
+    first `diff` of them, a pod whose node holds more of the model's pods first, then the shortest
+    time ready in log2 buckets, then by pod UID (kubernetes pkg/controller/controller_utils.go
+    `ActivePodsWithRanks`). Several pods in one step can all come off one zone (three off a 3/3/3
+    spread left 3/2/1 in the simulator, and a zone loss then cost the 8B on the code trace 2.5 % of
+    its requests against a 1.1 % budget); one pod a step always comes off the fullest node, which
+    where a zone's replicas share a node is the fullest zone. Where a zone runs several nodes it is
+    not, and the spread can still drift (a descheduler would be needed to hold it)."""
     step = max(HPA_MIN_STEP_PODS, math.ceil(replicas.max_replicas * replicas.headroom))
     return {
         "scaleUp": {

@@ -108,6 +108,26 @@ def test_bounds_fallback_and_behavior_follow_the_replicas_and_cold_start() -> No
     assert down["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 15}]
 
 
+def test_the_emitted_scale_down_removes_one_pod_a_sync() -> None:
+    # The HPA's own bookkeeping (serving.simulator.hpa, after upstream getReplicasChangePerPeriod):
+    # past the 300 s window, a fall from max to min goes one pod a 15 s sync, never two at once.
+    from serving.simulator.hpa import Behavior, Hpa
+
+    scaling, _, reps = _scaling(Tier.STANDARD, peak=80, cold_s=1200)
+    hpa = Hpa(reps.min_replicas, reps.max_replicas, Behavior.from_spec(scaling.behavior))
+    spec, steps = reps.max_replicas, []
+    for i in range(200):
+        new = hpa.reconcile(15.0 * i, spec, reps.max_replicas if i == 0 else reps.min_replicas)
+        steps.append(spec - new)
+        spec = new
+    assert reps.max_replicas - reps.min_replicas >= 2 and spec == reps.min_replicas
+    assert set(steps) == {0, 1}
+    first = steps.index(1)
+    assert 15.0 * first >= 300  # the stabilisation window holds the first step back
+    fall = reps.max_replicas - reps.min_replicas
+    assert steps[first:first + fall] == [1] * fall
+
+
 def test_scaled_object_validates_against_the_keda_crd() -> None:
     scaling, _, _ = _scaling(Tier.INTERACTIVE)
     crd = yaml.safe_load(CRD.read_text())

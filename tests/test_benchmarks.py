@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -54,6 +55,11 @@ def test_autoscaling_benchmark_runs_every_policy_on_a_short_trace() -> None:
     at_peak = next(r for r in rows if r["policy"] == "static-at-peak")
     assert at_peak["replicas"]["min"] == at_peak["replicas"]["max"] == \
         min(mp.max_replicas, max(mp.min_replicas, by_hand))
+    # Where the bounds do not decide it: 4.5 replicas' worth of peak over two zones is 5, then 6.
+    dep = deployment(plan, mp)
+    wide = replace(dep, plan=replace(mp, peak_qps=mp.capacity.qps * 4.5, min_replicas=2, max_replicas=20),
+                   fleet=replace(dep.fleet, zones=("a", "b")))
+    assert bench.at_peak_replicas(wide) == 6
     for r in rows:
         assert mp.min_replicas <= r["replicas"]["min"] <= r["replicas"]["max"] <= mp.max_replicas
         assert 0 <= r["attainment"] <= 1 and r["window_s"] <= 240.0

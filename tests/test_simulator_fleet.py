@@ -99,8 +99,8 @@ def test_scaled_in_replicas_drain_before_they_go():
     fleet = Fleet(FleetConfig(zones=("a", "b"), initial_replicas=3), EngineConfig(step=STEP, kv_blocks=100),
                   lambda t, kind, obj: None)
     assert [r.state for r in fleet.replicas] == [READY] * 3
-    for old in fleet.replicas[:2]:
-        old.ready_s = -1000.0
+    # Ready 100000 s, 1000 s and 0.01 s ago: three log2 buckets, so no tie for the pod UID to break.
+    fleet.replicas[0].ready_s, fleet.replicas[1].ready_s = -100_000.0, -1000.0
     busy = fleet.replicas[2]  # ready most recently (a shorter log2 bucket): the ReplicaSet removes it first
     end = busy.engine.submit(SimRequest(0, 0.0, 50, 3), 0.0)
     fleet.scale_to(2, 0.01)
@@ -138,6 +138,24 @@ def test_fleet_scale_in_follows_the_replicaset_ranking():
     gone = [r for r in fleet.replicas if r.state != READY]
     assert len(gone) == 1 and gone[0].zone == "a"  # not c's newer replica
     assert _per_zone(fleet) == {"a": 1, "b": 1, "c": 1}
+
+
+def test_scale_in_takes_starting_pods_first_and_counts_only_active_ones_as_colocated():
+    fleet = _ready_fleet(("a", "b"), 4, slots=4)  # a: r0, r2; b: r1, r3 on one node a zone
+    fleet.replicas[0].ready_s = -1000.0  # ready long ago: a longer log2 bucket than r1-r3's
+    starting = fleet.place(100.0)  # the fewest: a tie, zone a, beside r0 and r2
+    assert starting.zone == "a" and starting.state == "starting"
+    fleet.scale_to(4, 110.0)
+    assert starting.state == "gone"  # not ready goes before ready, wherever it runs
+    # r3 drains (busy); a's node then holds two active pods and b's one, so the next pod comes off a,
+    # and of a's two the one ready more recently (r2, not r0).
+    r3 = fleet.replicas[3]
+    r3.engine.submit(SimRequest(0, 0.0, 50, 3), 120.0)
+    r3.state = "draining"
+    fleet._unroute(r3)
+    fleet.scale_to(2, 130.0)
+    assert fleet.replicas[2].state == "gone" and fleet.replicas[0].state == READY
+    assert fleet.replicas[1].state == READY
 
 
 def test_one_pod_a_step_keeps_the_zones_even_where_a_zone_shares_a_node():

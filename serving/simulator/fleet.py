@@ -8,12 +8,13 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   replica is ready after `cold_start.full_s`.
 - Scale-in follows the ReplicaSet controller's ranking (kubernetes pkg/controller/controller_utils.go
   `ActivePodsWithRanks.Less`, ranks from replicaset `getPodsRankedByRelatedPodsOnSameNode`):
-  replicas still starting first (those waiting for their node before those on a ready node), then
-  ready ones; within each, a replica sharing its node with more replicas of the model first
-  ("doubled up"), then the shorter time ready in log2 buckets, ties in pseudo-random order (the
-  controller breaks them by pod UID). So scale-in empties nodes only when every node is down to one
-  replica, and Karpenter's `WhenEmpty` frees a node late. A ready replica being removed stops getting
-  requests and, with `drain`, finishes what it holds before it goes.
+  replicas still starting first (those waiting for their node, one rank, before those on a ready
+  node), then ready ones; within each, a replica sharing its node with more active replicas of
+  the model first ("doubled up"), then the shorter time ready (starting: the newer creation), in
+  log2 buckets, ties in pseudo-random order (the controller breaks them by pod UID). So scale-in
+  empties a node only when every node is down to one replica, and Karpenter's `WhenEmpty` frees a
+  node late. A ready replica being removed stops getting requests and, with `drain`, finishes what
+  it holds before it goes.
 - A node without replicas for `node_empty_ttl_s` is removed (Karpenter consolidation).
 - A zone failure removes the zone's nodes and replicas at once; their requests are lost; the
   ReplicaSet recreates the missing replicas in the surviving zones.
@@ -62,6 +63,12 @@ class Replica:
     @property
     def load(self) -> int:
         return len(self.engine.running) + len(self.engine.waiting)
+
+
+def _log2_age(age_s: float) -> int:
+    """The controller's logarithmic rank of a time (logarithmicRankDiff): int(log2(ns ago)), -1 for none."""
+    age_ns = age_s * 1e9
+    return int(math.log2(age_ns)) if age_ns >= 1 else -1
 
 
 def _pseudo_uid(rid: int) -> int:
@@ -202,16 +209,17 @@ class Fleet:
                 self.lost.extend(replica.engine.kill())
                 self._release(replica, now)
 
-    def _deletion_rank(self, replica: Replica, now: float) -> tuple[int, int, int, int]:
+    def _deletion_rank(self, replica: Replica, now: float) -> tuple[int, ...]:
         """The ReplicaSet's deletion order as a sort key (see the module docstring)."""
         # Pods being deleted (draining) are not active and do not count as colocated.
         colocated = sum(1 for rid in replica.node.replicas if self.replicas[rid].state in (STARTING, READY))
         if replica.state == STARTING:
-            unbound = 0 if replica.node.ready_s > now else 1  # a pod waiting for its node is unassigned
-            return (0, unbound, -colocated, _pseudo_uid(replica.rid))
-        age_ns = (now - replica.ready_s) * 1e9
-        bucket = int(math.log2(age_ns)) if age_ns >= 1 else -1  # logarithmicRankDiff
-        return (1, -colocated, bucket, _pseudo_uid(replica.rid))
+            # A pod waiting for its node is unassigned: unassigned pods share the empty node name,
+            # so one rank; then the newer creation time (log2 buckets) goes first.
+            unbound = replica.node.ready_s > now
+            return (0, 0 if unbound else 1, 0 if unbound else -colocated,
+                    _log2_age(now - replica.created_s), _pseudo_uid(replica.rid))
+        return (1, -colocated, _log2_age(now - replica.ready_s), _pseudo_uid(replica.rid))
 
     def maybe_release(self, replica: Replica, now: float) -> None:
         if replica.state == DRAINING and replica.engine.idle and not replica.engine.busy:
