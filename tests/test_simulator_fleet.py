@@ -158,6 +158,15 @@ def test_scale_in_takes_starting_pods_first_and_counts_only_active_ones_as_coloc
     assert fleet.replicas[1].state == READY
 
 
+def test_ready_times_in_one_log2_bucket_do_not_decide():
+    # Ready 900 s and 1000 s before: int(log2(9e11 ns)) = int(log2(1e12 ns)) = 39, one bucket, so
+    # the pod UID decides (the fleet's stand-in puts r1 first), not which was ready more recently.
+    fleet = _ready_fleet(("a", "b"), 2, slots=1)
+    fleet.replicas[0].ready_s, fleet.replicas[1].ready_s = 100.0, 0.0
+    fleet.scale_to(1, 1000.0)
+    assert [r.state for r in fleet.replicas] == [READY, "gone"]
+
+
 def test_one_pod_a_step_keeps_the_zones_even_where_a_zone_shares_a_node():
     # 3/3/3 on one node a zone: each single deletion comes off the fullest node, so 8, 7, 6 leave
     # 3/3/2, 3/2/2, 2/2/2 in some order; whatever the pod-UID tie-break.
