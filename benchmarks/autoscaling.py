@@ -101,14 +101,22 @@ def at_peak_replicas(dep: Deployment) -> int:
     return min(dep.plan.max_replicas, max(dep.plan.min_replicas, zones * math.ceil(needed / zones)))
 
 
+def static_replicas(dep: Deployment, policy: str) -> int | None:
+    """The replicas a static policy holds (and starts with); None for the others."""
+    if policy == "static-peak":
+        return dep.plan.max_replicas
+    if policy == "static-at-peak":
+        return at_peak_replicas(dep)
+    return None
+
+
 def _policy(name: str, dep: Deployment, trace: Trace) -> object:
     lo, hi = dep.plan.min_replicas, dep.plan.max_replicas
     if name == "plan":
         return dep.autoscaler()
-    if name == "static-peak":
-        return StaticPolicy(hi)
-    if name == "static-at-peak":
-        return StaticPolicy(at_peak_replicas(dep))
+    fixed = static_replicas(dep, name)
+    if fixed is not None:
+        return StaticPolicy(fixed)
     if name == "keda-tutorial":
         return KedaAutoscaler(tutorial_scaled_object(dep))
     if name == "hpa-gpu":
@@ -144,8 +152,8 @@ def zone_loss_at_peak(dep: Deployment, trace: Trace, policy: str) -> dict[str, o
 
 def _start_fleet(dep: Deployment, trace: Trace, policy: str) -> FleetConfig:
     fleet = dep.fleet
-    starts = {"static-peak": dep.plan.max_replicas, "static-at-peak": at_peak_replicas(dep)}
-    start = starts.get(policy) or warm_replicas(dep, trace)
+    fixed = static_replicas(dep, policy)
+    start = warm_replicas(dep, trace) if fixed is None else fixed
     if start != fleet.initial_replicas:
         per_zone = math.ceil(start / len(fleet.zones))
         fleet = replace(fleet, initial_replicas=start,

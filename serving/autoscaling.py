@@ -120,7 +120,9 @@ def in_flight_at(capacity: ReplicaCapacity, prof: Profile, input_tokens: int, ou
 
 def behavior(replicas: RegionReplicas) -> dict[str, object]:
     """HPA v2 behavior: scale up at once and in steps of the whole lag headroom; scale down on the
-    highest recommendation of the last SCALE_DOWN_STABILIZATION_S, one pod a sync period.
+    highest recommendation of the last SCALE_DOWN_STABILIZATION_S, at most one pod a sync period
+    (the HPA counts a scale event inside the last `periodSeconds`, so a sync that comes a little
+    early still sees the last one and waits: between one pod per 15 s and one per 30 s).
 
     Why one pod at a time: the ReplicaSet controller ranks the pods once per sync and deletes the
     first `diff` of them, a pod whose node holds more of the model's pods first, then the shortest
