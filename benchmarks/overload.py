@@ -1,0 +1,109 @@
+"""How much overload a zone's survivors carry within the error budget: for every prod model's
+first-region placement as the autoscaling benchmark plans it (both Azure traces' token mixes),
+the survivors of a zone lost from the replica floor (min - ceil(min / Z) replicas, behind the
+least-loaded router) under Poisson arrivals at f x the placement's sized rate for one cold start
+(the time a replacement takes), request lengths with the Azure conversation trace's spread around
+the trace's means (as the sizing draws them). Reports, per factor, the share of requests that miss
+either target, and the highest factor of the grid whose share is within the checklist's error
+budget (1 - 0.99 x availability).
+
+The question it answers: is the sized rate (the tier's percentile under steady load, less a 7 %
+margin) a conservative figure that a fleet can exceed for a cold start while a zone is replaced,
+so that the zone surplus could be sized against the error budget instead? Prints one row per
+placement and writes benchmarks/results/overload.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import autoscaling as bench  # noqa: E402
+
+from rtip.stackfile import load  # noqa: E402
+from serving.lengths import azure_conversation  # noqa: E402
+from serving.simulator import FleetConfig, SimConfig, StaticPolicy, Trace, load_azure_2023, simulate  # noqa: E402
+from stacks.simulation import Deployment, deployment, select  # noqa: E402
+
+FACTORS = (1.0, 1.1, 1.2, 1.4, 1.6)
+WARMUP_FRACTION = 0.1  # the first arrivals see an idle fleet: left out, as in the sizing
+SEED = 20231116
+OUT = ROOT / "benchmarks" / "results" / "overload.json"
+
+
+def survivors(dep: Deployment) -> int:
+    zones = len(dep.fleet.zones)
+    floor = dep.plan.min_replicas
+    return max(1, floor - math.ceil(floor / zones)) if zones > 1 else floor
+
+
+def miss_share(dep: Deployment, replicas: int, rate: float, seconds: float, mix: tuple[int, int],
+               seed: int = SEED) -> float:
+    """Share of requests past either target, `replicas` replicas at `rate` each for `seconds`
+    after a warm-up."""
+    n = max(200, int(rate * replicas * seconds / (1 - WARMUP_FRACTION)))
+    rng = np.random.default_rng(seed)
+    prompts, outputs = azure_conversation().sample(n, mix[0], mix[1], rng)
+    limit = dep.engine.max_model_len
+    if limit is not None:
+        prompts = np.maximum(1, np.minimum(prompts, limit - outputs.clip(max=limit // 2)))
+    arrivals = np.cumsum(rng.exponential(1.0, n) / (rate * replicas))
+    trace = Trace(arrivals, prompts, outputs, source=f"poisson {rate:g}/s x {replicas}")
+    fleet = FleetConfig(zones=tuple(f"z{i}" for i in range(replicas)), initial_replicas=replicas,
+                        initial_nodes=replicas)
+    result = simulate(trace, SimConfig(engine=dep.engine, fleet=fleet, targets=dep.targets),
+                      "least-loaded", StaticPolicy(replicas))
+    judged = result.arrival_s >= arrivals[int(n * WARMUP_FRACTION)]
+    return float(1.0 - result.attained()[judged].mean())
+
+
+def row(dep: Deployment, trace_name: str, mix: tuple[int, int]) -> dict[str, object]:
+    mp = dep.plan
+    budget = 1 - 0.99 * dep.availability
+    cold = mp.cold_start.total_s
+    s = survivors(dep)
+    shares = {f: round(miss_share(dep, s, mp.capacity.qps * f, cold, mix), 4) for f in FACTORS}
+    within = [f for f in FACTORS if shares[f] <= budget]
+    return {"model": mp.model, "trace": trace_name, "tier": mp.tier, "slice": mp.slice.label,
+            "sized_qps": round(mp.capacity.qps, 3), "survivors": s, "cold_start_s": round(cold),
+            "error_budget": round(budget, 5), "miss_share": {f"{f:g}": v for f, v in shares.items()},
+            "highest_factor_within_budget": max(within) if within else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stack", default="prod")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    config = load(args.stack)
+    out = []
+    print(f"{'model':10} {'trace':5} {'qps':>7} {'surv':>4} {'budget':>7}  "
+          + " ".join(f"{f:>6g}x" for f in FACTORS) + "  highest")
+    for name, path in bench.TRACES.items():
+        trace = load_azure_2023(path)
+        mix = (round(float(trace.prompt_tokens.mean())), round(float(trace.output_tokens.mean())))
+        plan, _ = bench.plan_for(config.platform, config.source, trace)
+        for mp in select(plan, None):
+            r = row(deployment(plan, mp), name, mix)
+            out.append(r)
+            shares = r["miss_share"]
+            print(f"{r['model']:10} {name:5} {r['sized_qps']:>7.3f} {r['survivors']:>4} "
+                  f"{r['error_budget']:>7.2%}  " + " ".join(f"{v:>7.2%}" for v in shares.values())  # type: ignore[attr-defined]
+                  + f"  {r['highest_factor_within_budget']}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"stack": args.stack, "factors": FACTORS, "rows": out}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
