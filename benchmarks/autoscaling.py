@@ -122,21 +122,26 @@ def static_replicas(dep: Deployment, policy: str) -> int | None:
 
 def _policy(name: str, dep: Deployment, trace: Trace) -> object:
     lo, hi = dep.plan.min_replicas, dep.plan.max_replicas
-    if name == "plan":
-        return dep.autoscaler()
     fixed = static_replicas(dep, name)
     if fixed is not None:
         return StaticPolicy(fixed)
-    if name == "keda-tutorial":
-        return KedaAutoscaler(tutorial_scaled_object(dep))
-    if name == "hpa-gpu":
-        return GpuUtilizationHpa(lo, hi, HPA_TARGET_UTILIZATION)
-    if name == "knative-kpa":
-        return KnativeKpa(lo, hi, KPA_TARGET_CONCURRENCY)
     if name in REFERENCES:
         zones = len(dep.fleet.zones) if name == "clairvoyant-zone" else 1
         return Clairvoyant(lo, hi, trace.arrival_s, dep.plan.capacity.qps, dep.fleet.cold_start.full_s, zones)
-    raise ValueError(name)
+    scaler: KedaAutoscaler | GpuUtilizationHpa | KnativeKpa
+    if name == "plan":
+        scaler = dep.autoscaler()
+    elif name == "keda-tutorial":
+        scaler = KedaAutoscaler(tutorial_scaled_object(dep))
+    elif name == "hpa-gpu":
+        scaler = GpuUtilizationHpa(lo, hi, HPA_TARGET_UTILIZATION)
+    elif name == "knative-kpa":
+        scaler = KnativeKpa(lo, hi, KPA_TARGET_CONCURRENCY)
+    else:
+        raise ValueError(name)
+    # The fleet starts warm (`warm_replicas`), so its autoscaler starts as one that has held it.
+    scaler.warm(warm_replicas(dep, trace))
+    return scaler
 
 
 def warm_replicas(dep: Deployment, trace: Trace) -> int:

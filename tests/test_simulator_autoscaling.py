@@ -239,3 +239,22 @@ def test_promql_staleness_and_errors():
         for le in ("0.1", "+Inf"):
             flat.add(t, "lat_bucket", (("le", le),), 5.0)
     assert math.isnan(evaluate("histogram_quantile(0.5, sum by (le) (rate(lat_bucket[1m])))", flat, 30.0)[()])
+
+
+def test_a_warm_started_autoscaler_holds_its_fleet_through_the_scale_down_window():
+    # An idle metric asks for the floor (utilisation 0 -> 0 pods -> min 2).
+    idle = FakeView(spec_replicas=6, status_replicas=6, ready_replicas=6, utils=[0.0] * 6)
+    fresh = GpuUtilizationHpa(min_replicas=2, max_replicas=10)
+    assert fresh.decide(0.0, idle) == 2  # a fresh HPA's window holds only this recommendation
+    warm = GpuUtilizationHpa(min_replicas=2, max_replicas=10)
+    warm.warm(6)
+    assert warm.decide(15.0, idle) == 6  # 6 recorded at 0 s is inside the 300 s window
+    assert warm.decide(300.0, idle) == 2  # at 300 s it has left it: the default 100 % a period
+    # The KPA: 30 samples (2 s apart over the 60 s stable window) of 6 pods x 10 x 70 % in flight,
+    # then one of nothing: mean 42 x 30 / 31 = 40.6 -> ceil(40.6 / 7) = 6 pods; fresh, the stable
+    # mean is 0 and only the rate limit (half the ready pods) stops it: 3.
+    view = FakeView(spec_replicas=6, status_replicas=6, ready_replicas=6, loads=[0] * 6)
+    kpa = KnativeKpa(min_replicas=1, max_replicas=50, target_concurrency=10)
+    kpa.warm(6)
+    assert kpa.decide(0.0, view) == 6
+    assert KnativeKpa(min_replicas=1, max_replicas=50, target_concurrency=10).decide(0.0, view) == 3

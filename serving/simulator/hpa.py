@@ -110,6 +110,13 @@ class Hpa:
             raise ValueError(f"HPA expects 0 < minReplicas <= maxReplicas, got {self.min_replicas}, "
                              f"{self.max_replicas}")
 
+    def hold(self, replicas: int, now: float) -> None:
+        """Record `replicas` as the recommendation at `now`, as an HPA that has held that count
+        has it in its scale-down window. A replay that starts a fleet warm needs this: a fresh
+        HPA's window holds only its first recommendation, read off metrics that have no history
+        yet (a rate over a window with no samples), and drops a warm fleet to its floor at once."""
+        self._recs.append((now, replicas))
+
     def reconcile(self, now: float, spec_replicas: int, desired: int | None) -> int:
         """The new spec replicas, given the metric's raw desired count (None: metric error)."""
         if spec_replicas > self.max_replicas:

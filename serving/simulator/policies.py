@@ -127,6 +127,10 @@ class KedaAutoscaler:
             result = next(iter(result.values()))
         return result if math.isfinite(result) else None
 
+    def warm(self, replicas: int, now: float = 0.0) -> None:
+        """Start as if `replicas` had been held up to `now` (see Hpa.hold)."""
+        self.hpa.hold(replicas, now)
+
     def decide(self, now: float, view: FleetView) -> int:
         if now >= self._next_poll - 1e-9:
             self._last = self.poll(now, view)
@@ -177,6 +181,10 @@ class GpuUtilizationHpa:
             raise ValueError(f"target_utilization must be in (0, 1], got {self.target_utilization}")
         self.hpa = Hpa(self.min_replicas, self.max_replicas, Behavior())
 
+    def warm(self, replicas: int, now: float = 0.0) -> None:
+        """Start as if `replicas` had been held up to `now` (see Hpa.hold)."""
+        self.hpa.hold(replicas, now)
+
     def decide(self, now: float, view: FleetView) -> int:
         utils = view.ready_gpu_utilization(now, self.interval_s)
         desired: int | None = None
@@ -219,6 +227,15 @@ class KnativeKpa:
         if not 0 < self.min_replicas <= self.max_replicas:
             raise ValueError(f"KnativeKpa expects 0 < min_replicas <= max_replicas, got "
                              f"{self.min_replicas}, {self.max_replicas}")
+
+    def warm(self, replicas: int, now: float = 0.0) -> None:
+        """Start as if `replicas` pods had each held the target concurrency up to `now`: the
+        stable window's average then asks for `replicas` until real samples replace it (a fresh
+        KPA's window holds only the first sample, of a fleet that has served nothing yet)."""
+        target = self.target_concurrency * self.target_utilization
+        steps = int(self.stable_window_s // self.interval_s)
+        for i in range(steps, 0, -1):
+            self._samples.append((now - i * self.interval_s, replicas * target))
 
     def _average(self, now: float, window: float) -> float:
         values = [v for t, v in self._samples if t > now - window]
