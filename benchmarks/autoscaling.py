@@ -289,22 +289,28 @@ DEFAULT_INPUT_TOKENS = 1155  # stacks.schema.TokenMix's default (the conversatio
 POOL_SCALES = (1, 2, 4, 8)  # max_nodes multipliers tried when the stated pools cannot hold a trace's mix
 
 
-def plan_for(platform: dict[str, Any], source: str, trace: Trace) -> tuple[Plan, int]:
+TRAFFIC_OF = {"conv": "conversation", "code": "code"}  # each trace's `traffic` in a stack
+
+
+def plan_for(platform: dict[str, Any], source: str, trace: Trace, name: str = "conv") -> tuple[Plan, int]:
     """The stack as it would be written for this traffic: every model's `tokens` set to the
     trace's means (the plan sizes replicas from the stated mix, so a trace with longer prompts
     replayed against a plan for shorter ones measures the mismatch, not the autoscaler), its
+    `traffic` to the trace `name` (TRAFFIC_OF: how fast it grows sets the headroom), its
     `peak_qps` scaled so the peak prompt-token rate stays the stated one (a trace of longer
     prompts at the same request peak is a bigger workload, not a different one), and its pools'
     `max_nodes` multiplied by the first of POOL_SCALES that lets that plan."""
     mix = {"input_tokens": round(float(trace.prompt_tokens.mean())),
            "output_tokens": round(float(trace.output_tokens.mean()))}
     failure: SpecError | None = None
+    traffic = TRAFFIC_OF.get(name, "conversation")
     for scale in POOL_SCALES:
         raw = copy.deepcopy(platform)
         for model in raw["models"]:
             stated = (model.get("tokens") or {}).get("input_tokens", DEFAULT_INPUT_TOKENS)
             model["peak_qps"] = round(model["peak_qps"] * min(1.0, stated / mix["input_tokens"]), 3)
             model["tokens"] = dict(mix)
+            model["traffic"] = traffic
         for region in raw["regions"]:
             for pool in region.get("gpu_pools", []):
                 pool["max_nodes"] = pool["max_nodes"] * scale
@@ -368,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     config = load(args.stack)
     traces = {name: load_azure_2023(path) for name, path in TRACES.items()}
-    planned = {name: plan_for(config.platform, config.source, trace) for name, trace in traces.items()}
+    planned = {name: plan_for(config.platform, config.source, trace, name) for name, trace in traces.items()}
     plans = {name: plan for name, (plan, _) in planned.items()}
     print(HEADER)
     # The zone-loss sweep is most of the run: its moments go to a process per core (fork: the

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in bench.TRACES.items():
         trace = load_azure_2023(path)
         mix = (round(float(trace.prompt_tokens.mean())), round(float(trace.output_tokens.mean())))
-        plan, _ = bench.plan_for(config.platform, config.source, trace)
+        plan, _ = bench.plan_for(config.platform, config.source, trace, name)
         for mp in select(plan, None):
             r = row(deployment(plan, mp), name, mix)
             out.append(r)

@@ -86,6 +86,7 @@ class ModelDemand:
     pool: str | None = None  # pin to one pool
     tensor_parallel: int | None = None  # pin the TP degree of whole-GPU options
     growth_per_s: float | None = None  # None: the tier's burst_headroom (capacity.region_replicas)
+    traffic: str = "conversation"  # whose growth table sets the headroom (serving.burst.TRAFFIC)
     replicas: tuple[int, int] | None = None  # (min, max) stated in the stack: overrides the sizing
     # The fewest replicas the model runs as in the region (its pools' fewest zones, or a smaller
     # stated minimum): the simulator sizes a replica as one of that many behind least-loaded
@@ -202,7 +203,7 @@ def options_for(index: int, demand: ModelDemand, pools: list[PoolSpec], why: Rej
                 cold = coldstart.budget(pool.shape.cloud, weights,
                                         nvme_cache=pool.shape.local_nvme_gb >= weights)
                 reps = region_replicas(demand.peak_qps, got.qps, pool.zones, demand.tier,
-                                       cold.total_s, demand.growth_per_s)
+                                       cold.total_s, demand.growth_per_s, demand.traffic)
                 if demand.replicas is not None:
                     low, high = demand.replicas
                     reps = replace(reps, min_replicas=low, max_replicas=high,

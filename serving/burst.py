@@ -2,10 +2,12 @@
 
 A replica asked for at time t serves at t + cold start; the traffic that arrives meanwhile must
 fit the replicas already running. The share of peak by which traffic can grow within a window is
-read off the Azure LLM inference trace 2023, conversation (`../shared/traces`): its per-minute
-arrival counts, and for each window length the largest rise of the count within at most that window, as a
-share of the busiest minute. `serving/data/growth_azure_conv.json` keeps the table (windows of 1
-to 30 minutes) so planning never needs the trace; `tests/test_burst.py` recomputes it.
+read off an Azure LLM inference trace 2023 (`../shared/traces`): its per-minute arrival counts,
+and for each window length the largest rise of the count within at most that window, as a share
+of the busiest minute. The conversation trace is the default; a model whose stack says `traffic:
+code` takes the code trace's, which rises from nothing to its busiest minute within one minute.
+`serving/data/growth_azure_{conv,code}.json` keep the tables (windows of 1 to 30 minutes) so
+planning never needs the traces; `tests/test_burst.py` recomputes them.
 
 The planner holds max(tier burst_headroom, growth over the cold start) above peak unless the
 stack states a growth rate (serving.capacity.region_replicas).
@@ -21,6 +23,10 @@ from pathlib import Path
 import numpy as np
 
 DATA = Path(__file__).with_name("data") / "growth_azure_conv.json"
+# The stack's `traffic` names the trace whose growth a model's traffic is taken to have: chat
+# traffic (the conversation trace: 40 % of peak within 12 minutes) or on/off bursts (the code
+# trace: from nothing to its busiest minute within one minute).
+TRAFFIC = {"conversation": DATA, "code": DATA.with_name("growth_azure_code.json")}
 BIN_S = 60.0
 WINDOWS_MIN = tuple(range(1, 31))  # window lengths in minutes
 
@@ -41,15 +47,16 @@ def growth_table(arrival_s: np.ndarray, windows_min: tuple[int, ...] = WINDOWS_M
 
 
 @cache
-def _table() -> tuple[tuple[float, float], ...]:
-    raw = json.loads(DATA.read_text())
+def _table(traffic: str = "conversation") -> tuple[tuple[float, float], ...]:
+    raw = json.loads(TRAFFIC[traffic].read_text())
     return tuple((m * BIN_S, g) for m, g in zip(raw["windows_min"], raw["growth"], strict=True))
 
 
-def growth_within(seconds: float) -> float:
+def growth_within(seconds: float, traffic: str = "conversation") -> float:
     """The share of peak traffic can grow by within `seconds` (linear between table rows, the
-    first row's share per second below it, the last row's value above it)."""
-    points = _table()
+    first row's share per second below it, the last row's value above it), for traffic shaped
+    like the `traffic` trace (a key of TRAFFIC)."""
+    points = _table(traffic)
     if seconds <= points[0][0]:
         return points[0][1] * max(0.0, seconds) / points[0][0]
     for (s0, g0), (s1, g1) in itertools.pairwise(points):
@@ -58,4 +65,4 @@ def growth_within(seconds: float) -> float:
     return points[-1][1]
 
 
-__all__ = ["BIN_S", "DATA", "WINDOWS_MIN", "growth_table", "growth_within"]
+__all__ = ["BIN_S", "DATA", "TRAFFIC", "WINDOWS_MIN", "growth_table", "growth_within"]

@@ -220,13 +220,14 @@ def region_replicas(
     tier: TierSpec,
     cold_start_s: float,
     growth_per_s: float | None = None,
+    traffic: str = "conversation",
 ) -> RegionReplicas:
     """Min and max replicas of a model in one region.
 
     Headroom for autoscale lag: traffic that grows at `growth_per_s` (fraction of peak per second)
     for one cold start (`serving.coldstart.budget(...).total_s`) before the new replica serves.
     Without a stated growth rate: the tier's `burst_headroom` or, when larger, how much the Azure
-    conversation trace grows within one cold start (serving.burst).
+    trace named by `traffic` (conversation or code) grows within one cold start (serving.burst).
     max: peak x (1 + headroom), spread so any one zone can be lost.
     min: the headroom alone (what must already run while a scale-up from idle cold-starts),
     spread the same way, and never below one replica per zone.
@@ -234,10 +235,10 @@ def region_replicas(
     if replica_qps <= 0:
         raise ValueError("replica_qps must be positive")
     if growth_per_s is None:
-        grown = growth_within(cold_start_s)
+        grown = growth_within(cold_start_s, traffic)
         if grown > tier.burst_headroom:
             headroom = grown
-            source = (f"Azure conversation trace: traffic grows {grown:.0%} of peak within a "
+            source = (f"Azure {traffic} trace: traffic grows {grown:.0%} of peak within a "
                       f"{cold_start_s:.0f} s cold start (above tier {tier.tier}'s burst_headroom)")
         else:
             headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"

@@ -74,7 +74,7 @@ def demand_of(spec: StackSpec, model: ModelSpec, tiers: Mapping[str, TierSpec],
         allowed_quantization=tuple(model.allowed_quantization),
         context_tokens=model.max_model_len, pool=model.pool, tensor_parallel=model.tensor_parallel,
         replicas=(model.replicas.min, model.replicas.max) if model.replicas else None,
-        fleet=fleet,
+        fleet=fleet, traffic=model.traffic,
     )
 
 

@@ -286,6 +286,11 @@ class ModelSpec(_Spec):
         "Replica bounds that override the sizing. Default: sized from peak_qps and the tier."))
     tokens: TokenMix = Field(default=TokenMix(), description=(
         "Mean tokens per request, for sizing (default: 1155 in, 211 out)."))
+    traffic: Literal["conversation", "code"] = Field(default="conversation", description=(
+        "How fast the model's traffic can grow, as one of the Azure LLM inference traces 2023: "
+        "conversation (chat: up to 40 % of peak within a 12-minute cold start) or code (on/off "
+        "bursts: from nothing to peak within a minute, so the replica floor holds the peak). "
+        "Sets the burst headroom the replicas hold for autoscale lag (default: conversation)."))
 
 
 class TenantSpec(_Spec):

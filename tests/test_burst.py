@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
-from serving.burst import DATA, growth_within
+from serving.burst import DATA, TRAFFIC, growth_within
 from serving.capacity import region_replicas
 from serving.simulator import load_azure_2023
 from serving.tiers import TIERS, Tier
 from tests.conftest import SHARED
 
 CONV = SHARED / "traces" / "azure2023_AzureLLMInferenceTrace_conv.csv"
+CODE = SHARED / "traces" / "azure2023_AzureLLMInferenceTrace_code.csv"
 
 
-def _rises(minutes: int) -> float:
+def _rises(minutes: int, trace=CONV) -> float:
     """Recomputed by a second method: every pair of minutes at most `minutes` apart."""
-    arrivals = load_azure_2023(CONV).arrival_s
+    arrivals = load_azure_2023(trace).arrival_s
     counts = np.bincount((arrivals // 60).astype(int))
     best = 0
     for i in range(len(counts)):
@@ -52,3 +54,49 @@ def test_the_larger_of_tier_and_trace_is_held() -> None:
     # Within 20 s the trace grows less than interactive's 30 %: the tier's figure is held.
     r = region_replicas(10, 1.0, 3, interactive, 20)
     assert r.headroom == interactive.burst_headroom and "burst_headroom" in r.headroom_source
+
+
+def test_code_traffic_takes_the_code_traces_table() -> None:
+    raw = json.loads(TRAFFIC["code"].read_text())
+    table = dict(zip(raw["windows_min"], raw["growth"], strict=True))
+    for minutes in (1, 3, 10, 30):
+        assert abs(table[minutes] - _rises(minutes, CODE)) < 1e-4, minutes
+    # The code trace rises from an empty minute to its busiest within one minute.
+    assert _rises(1, CODE) == 1.0 and growth_within(700, "code") == 1.0
+    assert growth_within(700) < 0.5  # the conversation trace, the default
+
+
+def test_code_traffic_puts_the_peak_under_the_floor_with_a_zone_lost() -> None:
+    standard = TIERS[Tier.STANDARD]
+    # Peak 10 req/s at 1 req/s a replica over three zones, a 700 s cold start. Code traffic can
+    # grow by the whole peak within it: max = ceil(10 x 2 / 2) x 3 = 30; min holds the headroom
+    # alone, 10 replicas, spread so a zone lost keeps them: ceil(10 / 2) x 3 = 15.
+    r = region_replicas(10, 1.0, 3, standard, 700, traffic="code")
+    assert r.headroom == 1.0 and "code" in r.headroom_source
+    assert (r.min_replicas, r.max_replicas) == (15, 30)
+    conv = region_replicas(10, 1.0, 3, standard, 700)
+    assert conv.headroom == growth_within(700) and conv.min_replicas < r.min_replicas
+
+
+def test_a_stack_states_its_traffic_and_the_plan_sizes_for_it() -> None:
+    import copy
+
+    from rtip.stackfile import load
+    from stacks.plan import load_plan
+
+    config = load("dev")
+    raw = copy.deepcopy(config.platform)
+    raw["models"][0]["traffic"] = "code"
+    for region in raw["regions"]:  # twice the peak at max: dev's pools are sized for chat traffic
+        for pool in region.get("gpu_pools", []):
+            pool["max_nodes"] *= 4
+    name = raw["models"][0]["name"]
+    code_plan = load_plan(raw, config.source)
+    code = next(m for m in code_plan.models if m.model == name)
+    conv = next(m for m in load_plan(config.platform, config.source).models if m.model == name)
+    assert conv.headroom < 1.0 <= code.headroom
+    # The floor holds the whole peak with a zone lost: ceil(peak / rate) over Z - 1 zones, x Z.
+    zones = len(code_plan.region(code.region).pool(code.pool).zones)
+    needed = math.ceil(code.peak_qps * min(code.headroom, 1.0) / code.capacity.qps)
+    assert code.min_replicas == max(zones, math.ceil(needed / (zones - 1)) * zones)
+    assert code.min_replicas >= conv.min_replicas
