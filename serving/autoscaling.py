@@ -159,9 +159,10 @@ def autoscaling(
     replicas: RegionReplicas,
     input_tokens: int,
     output_tokens: int,
+    peak_qps: float,
 ) -> Autoscaling:
     """Autoscaling of one model in one region. `served_name` is vLLM's --served-model-name,
-    which its metrics carry as the `model_name` label."""
+    which its metrics carry as the `model_name` label; `peak_qps` the region's stated peak."""
     threshold = in_flight_target(capacity, prof, input_tokens, output_tokens, replicas.headroom)
     selector = f'{{namespace="{namespace}",model_name="{served_name}"}}'
     in_flight = f"sum({RUNNING}{selector}) + sum({WAITING}{selector})"
@@ -175,13 +176,19 @@ def autoscaling(
         # flight grows faster than load, so dividing it would under-count a lightly loaded
         # fleet): desired = rate / q_zone + 1, written against the one threshold T as
         # (rate x T / q_zone + T) / T; the HPA follows the larger branch.
+        # The growth is held up to the stated peak, not past it (clamp_max): the stack sizes for
+        # its busiest minute, so load x (1 + h) above the peak is a peak the stack does not state.
+        # Past it the in-flight branch still scales the fleet (to max), but a zone lost then is
+        # out of spec. Below 1 / (1 + h) of the peak the cap does nothing.
         q_zone = capacity.qps * (z - 1) / z / (1 + replicas.headroom)
         k = round(threshold / q_zone, 4)
+        cap = round(peak_qps * k / (1 + replicas.headroom), 2)  # rate x k where rate x (1 + h) = peak
         completions = f"sum(rate({SUCCESS}{selector}[{RATE_WINDOW}]))"
-        query = f"clamp_min({completions} * {k:g} + {threshold:g}, scalar({in_flight}))"
+        query = (f"clamp_min(clamp_max({completions} * {k:g}, {cap:g}) + {threshold:g}, "
+                 f"scalar({in_flight}))")
         zone_note = (f"; and at least 1 + the completion rate over {q_zone:.2f} req/s a replica "
-                     f"({z - 1}/{z} of it, less the headroom), so the fleet survives losing one of "
-                     f"{z} zones as traffic grows")
+                     f"({z - 1}/{z} of it, less the headroom), up to the peak's {peak_qps:g} req/s, "
+                     f"so the fleet survives losing one of {z} zones as traffic grows")
     return Autoscaling(
         model=model,
         query=query,

@@ -90,10 +90,10 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
     reps = placed.replicas
     source = "spec" if model.replicas is not None else (
         f"peak {model.peak_qps:g} QPS / {placed.capacity.qps:.2f} QPS a replica, "
-        f"+{reps.headroom:.0%} headroom, one zone lost")
+        f"+{reps.headroom:.0%} headroom ({model.traffic} traffic), one zone lost")
     scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
                           profile(card, placed.slice, placed.quantization), reps,
-                          model.tokens.input_tokens, model.tokens.output_tokens)
+                          model.tokens.input_tokens, model.tokens.output_tokens, model.peak_qps)
     return ModelRegionPlan(
         model=model.name, catalog=card.id, region=region.region, cloud=str(cloud),
         tier=tier.tier, tier_spec=tier, peak_qps=model.peak_qps, pool=placed.pool,

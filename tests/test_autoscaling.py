@@ -28,7 +28,7 @@ def _scaling(tier: Tier, peak: float = 30.0, cold_s: float = 900.0, zones: int =
     spec = TIERS[tier]
     cap = replica_capacity(LLAMA_8B, PROF, spec, 1155, 211)
     reps = region_replicas(peak, cap.qps, zones, spec, cold_s)
-    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211), cap, reps
+    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak), cap, reps
 
 
 def test_trigger_is_the_models_requests_in_flight() -> None:
@@ -48,17 +48,19 @@ def test_trigger_is_the_models_requests_in_flight() -> None:
 
 
 def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
-    """q = 2 req/s, curve (1, 10), (2, 40), 25 % headroom, three zones. By hand: the headroom
-    branch's target is 28 in flight (1.6 req/s on the curve); the zone branch asks for 1 + the
-    completion rate over 2 x 2/3 / 1.25 = 1.0667 req/s, whatever the in-flight count."""
+    """q = 2 req/s, curve (1, 10), (2, 40), 25 % headroom, three zones, a stated peak of 8 req/s.
+    By hand: the headroom branch's target is 28 in flight (1.6 req/s on the curve); the zone
+    branch asks for 1 + the completion rate over 2 x 2/3 / 1.25 = 1.0667 req/s, whatever the
+    in-flight count, up to the rate whose growth reaches the peak (8 / 1.25 = 6.4 req/s: 1 + 6 =
+    7 replicas, whose survivors of a zone lost, 4, carry the peak at 2 req/s each)."""
     _, cap, reps = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     zoned = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=3),
-                        1155, 211)
+                        1155, 211, 8.0)
     assert zoned.threshold == 28.0
     # (in flight, completions a second over two pods, replicas wanted)
-    for in_flight, rate, replicas in ((14, 3.0, 4), (100, 3.0, 4), (300, 3.0, 11), (14, 12.0, 13),
-                                      (0, 0.0, 1)):
+    for in_flight, rate, replicas in ((14, 3.0, 4), (100, 3.0, 4), (300, 3.0, 11), (14, 6.0, 7),
+                                      (14, 12.0, 7), (300, 12.0, 11), (0, 0.0, 1)):
         store = Store()
         for pod, share in (("p1", 0.25), ("p2", 0.75)):
             labels = (("model_name", "chat"), ("namespace", "models"), ("pod", pod))
@@ -70,11 +72,11 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
         # desired = ceil(value / 28) = max(ceil(in flight / 28), ceil(1 + rate / (16/15)))
         assert math.ceil(value / zoned.threshold - 1e-9) == replicas
         # The survivors of the worst zone (ceil(R / 3) lost) at 2 req/s each carry the rate and
-        # its 25 % growth until replacements are ready.
-        assert (replicas - math.ceil(replicas / 3)) * 2.0 >= rate * 1.25
+        # its 25 % growth, up to the peak, until replacements are ready.
+        assert (replicas - math.ceil(replicas / 3)) * 2.0 >= min(rate * 1.25, 8.0)
     # One zone: nothing to survive, the plain sum.
     single = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=1),
-                         1155, 211)
+                         1155, 211, 8.0)
     assert single.query.startswith("sum(") and "clamp_min" not in single.query
 
 

@@ -138,6 +138,10 @@ def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
     runs[2]["zone_loss_any_moment"] = {"status": "PASS"}
     any_moment = bench.verdicts(runs)[0]["cheaper_baselines_meeting_slo_and_zone_loss_any_moment"]
     assert any_moment == ["keda-tutorial"]
+    runs[2] = row("keda-tutorial", 9.96, True)  # 0.4 % fewer GPU-hours: the same fleet, not cheaper
+    assert bench.verdicts(runs)[0]["cheaper_baselines_meeting_slo"] == []
+    runs[2] = row("keda-tutorial", 9.9, True)  # 1 % fewer: cheaper
+    assert bench.verdicts(runs)[0]["cheaper_baselines_meeting_slo"] == ["keda-tutorial"]
     runs[2] = row("keda-tutorial", 8.0, False)  # cheaper, but missing the SLO, does not count
     assert bench.verdicts(runs)[0]["targets_met"]
     runs[1] = row("static-peak", 13.0, True)  # 10 / 13 > 0.7

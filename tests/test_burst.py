@@ -100,3 +100,4 @@ def test_a_stack_states_its_traffic_and_the_plan_sizes_for_it() -> None:
     needed = math.ceil(code.peak_qps * min(code.headroom, 1.0) / code.capacity.qps)
     assert code.min_replicas == max(zones, math.ceil(needed / (zones - 1)) * zones)
     assert code.min_replicas >= conv.min_replicas
+    assert "(code traffic)" in code.replicas_source and "(conversation traffic)" in conv.replicas_source
