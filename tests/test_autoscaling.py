@@ -4,9 +4,11 @@ bounds."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import jsonschema
+import pytest
 import yaml
 
 from serving.autoscaling import RUNNING, SUCCESS, WAITING, autoscaling, in_flight_target
@@ -48,11 +50,11 @@ def test_trigger_is_the_models_requests_in_flight() -> None:
 
 
 def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
-    """q = 2 req/s, curve (1, 10), (2, 40), 25 % headroom, three zones, a stated peak of 8 req/s.
+    """q = 2 req/s, curve (1, 10), (2, 40), 25 % headroom, three zones, a ceiling of 8 req/s.
     By hand: the headroom branch's target is 28 in flight (1.6 req/s on the curve); the zone
     branch asks for 1 + the completion rate over 2 x 2/3 / 1.25 = 1.0667 req/s, whatever the
-    in-flight count, up to the rate whose growth reaches the peak (8 / 1.25 = 6.4 req/s: 1 + 6 =
-    7 replicas, whose survivors of a zone lost, 4, carry the peak at 2 req/s each)."""
+    in-flight count, up to the rate whose growth reaches the ceiling (8 / 1.25 = 6.4 req/s: 1 + 6
+    = 7 replicas, whose survivors of a zone lost, 4, carry the ceiling at 2 req/s each)."""
     _, cap, reps = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     zoned = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=3),
@@ -72,7 +74,7 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
         # desired = ceil(value / 28) = max(ceil(in flight / 28), ceil(1 + rate / (16/15)))
         assert math.ceil(value / zoned.threshold - 1e-9) == replicas
         # The survivors of the worst zone (ceil(R / 3) lost) at 2 req/s each carry the rate and
-        # its 25 % growth, up to the peak, until replacements are ready.
+        # its 25 % growth, up to the ceiling, until replacements are ready.
         assert (replicas - math.ceil(replicas / 3)) * 2.0 >= min(rate * 1.25, 8.0)
     # One zone: nothing to survive, the plain sum.
     single = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=1),
@@ -142,3 +144,24 @@ def test_scaled_object_validates_against_the_keda_crd() -> None:
     jsonschema.validate(body, version["schema"]["openAPIV3Schema"])
     trigger = body["spec"]["triggers"][0]
     assert trigger["type"] == "prometheus" and float(trigger["metadata"]["threshold"]) == scaling.threshold
+
+
+def test_the_plan_caps_the_zone_branch_at_peak_and_burst_headroom() -> None:
+    from tests.conftest import plan_of
+
+    plan = plan_of("prod")
+    checked = 0
+    for mp in plan.models:
+        query = mp.autoscaling.query
+        if "clamp_max(" not in query:
+            assert len(plan.region(mp.region).pool(mp.pool).zones) == 1  # no zone branch
+            continue
+        checked += 1
+        # clamp_max(rate x k, cap): cap / k = ceiling / (1 + h), the ceiling the stated peak and
+        # the tier's burst headroom above it.
+        found = re.search(r"\[1m\]\)\) \* ([0-9.]+), ([0-9.]+)\)", query)
+        assert found, query
+        k, cap = float(found.group(1)), float(found.group(2))
+        ceiling = mp.peak_qps * (1 + mp.tier_spec.burst_headroom)
+        assert cap / k * (1 + mp.headroom) == pytest.approx(ceiling, rel=1e-3), mp.model
+    assert checked >= 4  # every prod model spans several zones somewhere
