@@ -27,8 +27,10 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   without the growth term a zone lost as the conversation trace's busiest minute began still cost
   the 70B 3.2 % of its requests, its budget 1.5 %), the load read as the
   completion rate (`sum(rate(vllm:request_success_total[1m]))`: in flight under-counts a lightly
-  loaded fleet, the curve being convex), and the HPA follows the larger of the two
-  (`clamp_min(branch2, scalar(branch1))`, valid PromQL that the simulator evaluates).
+  loaded fleet, the curve being convex), the grown load held at most at the stated peak plus the
+  tier's burst headroom (`clamp_max`: the stack sizes for its busiest minute), and the HPA
+  follows the larger of the two (`clamp_min(branch2, scalar(branch1))`, valid PromQL that the
+  simulator evaluates).
   Without it the plan's fleet at the conversation trace's peak lost 3 % of the 70B's requests to
   a zone loss, twice its error budget (benchmarks/autoscaling.py);
 - AverageValue (the prometheus scaler's default metric type): desired = ceil(sum / target).
