@@ -158,7 +158,10 @@ def warm_replicas(dep: Deployment, trace: Trace) -> int:
     zones = len(dep.fleet.zones)
     wanted = math.ceil(grown / dep.plan.capacity.qps)
     if zones > 1:
-        wanted = max(wanted, 1 + math.ceil(grown / (dep.plan.capacity.qps * (zones - 1) / zones)))
+        # The zone branch's ceiling: the peak and the tier's burst headroom (serving.autoscaling).
+        ceiling = dep.plan.peak_qps * (1 + dep.plan.tier_spec.burst_headroom)
+        zone_rate = dep.plan.capacity.qps * (zones - 1) / zones
+        wanted = max(wanted, 1 + math.ceil(min(grown, ceiling) / zone_rate))
     return min(dep.plan.max_replicas, max(dep.plan.min_replicas, wanted))
 
 
@@ -306,7 +309,7 @@ def plan_for(platform: dict[str, Any], source: str, trace: Trace, name: str = "c
     mix = {"input_tokens": round(float(trace.prompt_tokens.mean())),
            "output_tokens": round(float(trace.output_tokens.mean()))}
     failure: SpecError | None = None
-    traffic = TRAFFIC_OF.get(name, "conversation")
+    traffic = TRAFFIC_OF[name]
     for scale in POOL_SCALES:
         raw = copy.deepcopy(platform)
         for model in raw["models"]:
@@ -381,9 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     planned = {name: plan_for(config.platform, config.source, trace, name) for name, trace in traces.items()}
     plans = {name: plan for name, (plan, _) in planned.items()}
     print(HEADER)
-    # The zone-loss sweep is most of the run: its moments go to a process per core (fork: the
-    # workers inherit the loaded stack and traces instead of pickling the modules).
-    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
+    # The zone-loss sweep is most of the run: its moments go to a process per usable core (fork:
+    # the workers start with the modules loaded; each job still pickles its deployment and trace).
+    with ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
                              mp_context=multiprocessing.get_context("fork")) as pool:
         result = rows(plans, traces, args.window, pool=pool)
     doc = {"stack": args.stack, "window_s": args.window, "router": "least-loaded",

@@ -159,7 +159,7 @@ def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
     assert v["references"]["clairvoyant-zone"]["zone_loss_at_peak"] == "PASS"
 
 
-def _dep_for_warm_start(zones: tuple[str, ...], qps: float, headroom: float):
+def _dep_for_warm_start(zones: tuple[str, ...], qps: float, headroom: float, peak: float = 10.0):
     from stacks.simulation import deployment, select
     from tests.conftest import plan_of
 
@@ -167,7 +167,7 @@ def _dep_for_warm_start(zones: tuple[str, ...], qps: float, headroom: float):
     (mp,) = select(plan, "llama-1b")
     dep = deployment(plan, mp)
     mp = replace(mp, capacity=replace(mp.capacity, qps=qps), headroom=headroom, min_replicas=1,
-                 max_replicas=50)
+                 max_replicas=50, peak_qps=peak)
     return replace(dep, plan=mp, fleet=replace(dep.fleet, zones=zones))
 
 
@@ -187,6 +187,12 @@ def test_autoscaled_policies_start_where_the_plans_query_holds_the_first_minute(
     assert bench.warm_replicas(_dep_for_warm_start(("a", "b", "c"), 1.0, 0.5), trace) == 6
     # Two zones: 1 + 3 / (1 x 1/2) = 7.
     assert bench.warm_replicas(_dep_for_warm_start(("a", "b"), 1.0, 0.5), trace) == 7
+    # A stated peak of 2 req/s: the zone branch holds at most the peak and the tier's burst
+    # headroom, 2 x (1 + b), so over three zones 1 + ceil(2 (1 + b) / (2/3)); the in-flight
+    # branch's 3 still holds below it.
+    low = _dep_for_warm_start(("a", "b", "c"), 1.0, 0.5, peak=2.0)
+    b = low.plan.tier_spec.burst_headroom
+    assert bench.warm_replicas(low, trace) == max(3, 1 + math.ceil(2.0 * (1 + b) * 1.5 - 1e-9))
 
 
 def test_zone_loss_sweep_takes_every_moment_and_passes_only_when_each_does(monkeypatch) -> None:
@@ -234,3 +240,22 @@ def test_overload_counts_a_zones_survivors_and_their_misses_grow_with_load() -> 
     # A tenth of the sized rate is served within the tier; three times it is not, for most requests.
     assert bench.miss_share(dep, 1, q * 0.1, 120.0, mix) <= 0.01
     assert bench.miss_share(dep, 1, q * 3.0, 120.0, mix) > 0.5
+
+
+def test_benchmark_plans_state_the_traces_traffic_and_autoscalers_start_warm() -> None:
+    from rtip.stackfile import load
+    from serving.simulator import KedaAutoscaler, poisson
+    from stacks.simulation import deployment, select
+
+    bench = _load("autoscaling")
+    config = load("dev")
+    trace = poisson(1.0, 120, (1155, 211), seed=4)  # the dev stack's own mix: its sizing is reused
+    for name, traffic in (("conv", "conversation"), ("code", "code")):
+        plan, _ = bench.plan_for(config.platform, config.source, trace, name)
+        assert plan.models and all(f"({traffic} traffic)" in mp.replicas_source for mp in plan.models)
+    (mp,) = select(plan, "llama-1b")
+    dep = deployment(plan, mp)
+    policy = bench._policy("plan", dep, trace)
+    assert isinstance(policy, KedaAutoscaler)
+    # The HPA has held the warm fleet: its window keeps that count as a recommendation at 0 s.
+    assert policy.hpa._recs == [(0.0, bench.warm_replicas(dep, trace))]

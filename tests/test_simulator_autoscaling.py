@@ -250,11 +250,17 @@ def test_a_warm_started_autoscaler_holds_its_fleet_through_the_scale_down_window
     warm.warm(6)
     assert warm.decide(15.0, idle) == 6  # 6 recorded at 0 s is inside the 300 s window
     assert warm.decide(300.0, idle) == 2  # at 300 s it has left it: the default 100 % a period
-    # The KPA: 30 samples (2 s apart over the 60 s stable window) of 6 pods x 10 x 70 % in flight,
-    # then one of nothing: mean 42 x 30 / 31 = 40.6 -> ceil(40.6 / 7) = 6 pods; fresh, the stable
-    # mean is 0 and only the rate limit (half the ready pods) stops it: 3.
+    # The KPA: 29 samples (2 s apart inside the 60 s stable window) of 6 pods x 10 x 70 % in
+    # flight, then the first decision's own sample, of nothing: mean 42 x 29 / 30 = 40.6 ->
+    # ceil(40.6 / 7) = 6 pods; fresh, the stable mean is 0 and only the rate limit (half the
+    # ready pods) stops it: 3. At 30 pods the idle sample costs one: ceil(210 x 29 / 30 / 7) = 29.
     view = FakeView(spec_replicas=6, status_replicas=6, ready_replicas=6, loads=[0] * 6)
     kpa = KnativeKpa(min_replicas=1, max_replicas=50, target_concurrency=10)
     kpa.warm(6)
     assert kpa.decide(0.0, view) == 6
     assert KnativeKpa(min_replicas=1, max_replicas=50, target_concurrency=10).decide(0.0, view) == 3
+    assert len(kpa._samples) == 30  # the window's 30 samples, none older than it
+    wide = FakeView(spec_replicas=30, status_replicas=30, ready_replicas=30, loads=[0] * 30)
+    big = KnativeKpa(min_replicas=1, max_replicas=50, target_concurrency=10)
+    big.warm(30)
+    assert big.decide(0.0, wide) == 29

@@ -234,7 +234,8 @@ class KnativeKpa:
         KPA's window holds only the first sample, of a fleet that has served nothing yet)."""
         target = self.target_concurrency * self.target_utilization
         steps = int(self.stable_window_s // self.interval_s)
-        for i in range(steps, 0, -1):
+        # The window is (now - stable, now] and the first decision adds its own sample at `now`.
+        for i in range(steps - 1, 0, -1):
             self._samples.append((now - i * self.interval_s, replicas * target))
 
     def _average(self, now: float, window: float) -> float:
