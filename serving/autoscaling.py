@@ -74,6 +74,19 @@ class Autoscaling:
     fallback_replicas: int
     behavior: dict[str, object] = field(hash=False)
     rationale: str = ""
+    # The zone branch's terms (None with one zone): the load a replica carries with a zone lost,
+    # q (Z - 1) / Z, the growth held over a cold start, and the most load it holds survivors for.
+    zone_rate_qps: float | None = None
+    headroom: float = 0.0
+    ceiling_qps: float | None = None
+
+    def zone_replicas(self, rate: float) -> int | None:
+        """Replicas the zone branch asks for at a steady completion rate of `rate` req/s: 1 +
+        min(rate x (1 + headroom), ceiling) / zone rate, rounded up as the HPA does (the query
+        writes the same against the threshold, with k and the cap rounded); None with one zone."""
+        if self.zone_rate_qps is None or self.ceiling_qps is None:
+            return None
+        return 1 + math.ceil(min(rate * (1 + self.headroom), self.ceiling_qps) / self.zone_rate_qps - 1e-9)
 
     def scaled_object_spec(self, deployment: str, server_address: str) -> dict[str, object]:
         """The `spec` of a keda.sh/v1alpha1 ScaledObject for the predictor Deployment."""
@@ -170,7 +183,7 @@ def autoscaling(
     threshold = in_flight_target(capacity, prof, input_tokens, output_tokens, replicas.headroom)
     selector = f'{{namespace="{namespace}",model_name="{served_name}"}}'
     in_flight = f"sum({RUNNING}{selector}) + sum({WAITING}{selector})"
-    query, zone_note = in_flight, ""
+    query, zone_note, zone_rate = in_flight, "", None
     if replicas.zones > 1:
         z = replicas.zones
         # Zone loss: the replicas left after the worst zone (ceil(R / Z) of them) goes must carry
@@ -187,7 +200,8 @@ def autoscaling(
         # margin for what a minute's mean hides: capped at the bare peak, the survivors ran at
         # their sized rate through the busiest minute, and a zone lost at 1,800 s of the
         # conversation trace cost the VL model 1.71 % of its requests (budget 1.5 %).
-        q_zone = capacity.qps * (z - 1) / z / (1 + replicas.headroom)
+        zone_rate = capacity.qps * (z - 1) / z
+        q_zone = zone_rate / (1 + replicas.headroom)
         k = round(threshold / q_zone, 4)
         cap = round(ceiling_qps * k / (1 + replicas.headroom), 2)  # rate x k: rate x (1 + h) = ceiling
         completions = f"sum(rate({SUCCESS}{selector}[{RATE_WINDOW}]))"
@@ -211,6 +225,8 @@ def autoscaling(
                    f"{capacity.qps:.2f} req/s a replica within the tier ({capacity.source}), "
                    f"less {replicas.headroom:.0%} headroom for growth during a cold start{zone_note} "
                    f"(baseline: 5 waiting, vLLM production-stack)"),
+        zone_rate_qps=zone_rate, headroom=replicas.headroom,
+        ceiling_qps=ceiling_qps if zone_rate is not None else None,
     )
 
 

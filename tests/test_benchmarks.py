@@ -166,8 +166,13 @@ def _dep_for_warm_start(zones: tuple[str, ...], qps: float, headroom: float, pea
     plan = plan_of("dev")
     (mp,) = select(plan, "llama-1b")
     dep = deployment(plan, mp)
+    # The zone branch's terms as serving.autoscaling sets them: q (Z - 1) / Z, and a ceiling of
+    # the peak and the tier's burst headroom.
+    z = len(zones)
+    scaling = replace(mp.autoscaling, zone_rate_qps=qps * (z - 1) / z if z > 1 else None,
+                      headroom=headroom, ceiling_qps=peak * (1 + mp.tier_spec.burst_headroom))
     mp = replace(mp, capacity=replace(mp.capacity, qps=qps), headroom=headroom, min_replicas=1,
-                 max_replicas=50, peak_qps=peak)
+                 max_replicas=50, peak_qps=peak, autoscaling=scaling)
     return replace(dep, plan=mp, fleet=replace(dep.fleet, zones=zones))
 
 
