@@ -30,13 +30,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import autoscaling as bench  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
-from serving.lengths import azure_conversation  # noqa: E402
-from serving.simulator import FleetConfig, SimConfig, StaticPolicy, Trace, load_azure_2023, simulate  # noqa: E402
+from serving.replica_sim import SEED, WARMUP_FRACTION, fleet_run, requests_like  # noqa: E402
+from serving.simulator import load_azure_2023  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
 
 FACTORS = (1.0, 1.1, 1.2, 1.4, 1.6)
-WARMUP_FRACTION = 0.1  # the first arrivals see an idle fleet: left out, as in the sizing
-SEED = 20231116
 OUT = ROOT / "benchmarks" / "results" / "overload.json"
 
 
@@ -49,20 +47,12 @@ def survivors(dep: Deployment) -> int:
 def miss_share(dep: Deployment, replicas: int, rate: float, seconds: float, mix: tuple[int, int],
                seed: int = SEED) -> float:
     """Share of requests past either target, `replicas` replicas at `rate` each for `seconds`
-    after a warm-up."""
+    after a warm-up, requests drawn as the sizing draws them (serving.replica_sim)."""
     n = max(200, int(rate * replicas * seconds / (1 - WARMUP_FRACTION)))
-    rng = np.random.default_rng(seed)
-    prompts, outputs = azure_conversation().sample(n, mix[0], mix[1], rng)
-    limit = dep.engine.max_model_len
-    if limit is not None:
-        prompts = np.maximum(1, np.minimum(prompts, limit - outputs.clip(max=limit // 2)))
-    arrivals = np.cumsum(rng.exponential(1.0, n) / (rate * replicas))
-    trace = Trace(arrivals, prompts, outputs, source=f"poisson {rate:g}/s x {replicas}")
-    fleet = FleetConfig(zones=tuple(f"z{i}" for i in range(replicas)), initial_replicas=replicas,
-                        initial_nodes=replicas)
-    result = simulate(trace, SimConfig(engine=dep.engine, fleet=fleet, targets=dep.targets),
-                      "least-loaded", StaticPolicy(replicas))
-    judged = result.arrival_s >= arrivals[int(n * WARMUP_FRACTION)]
+    prompts, outputs, gaps = requests_like(n, mix[0], mix[1], dep.engine.max_model_len,
+                                           np.random.default_rng(seed))
+    result = fleet_run(dep.engine, dep.targets, rate, replicas, prompts, outputs, gaps)
+    judged = result.arrival_s >= np.cumsum(gaps / (rate * replicas))[int(n * WARMUP_FRACTION)]
     return float(1.0 - result.attained()[judged].mean())
 
 

@@ -136,17 +136,25 @@ def _cache_file(key: dict[str, object]) -> Path:
     return base / "replica-capacity" / f"{digest}.json"
 
 
+def fleet_run(engine: EngineConfig, targets: Targets, rate: float, replicas: int, prompts: np.ndarray,
+              outputs: np.ndarray, gaps: np.ndarray) -> SimResult:
+    """`replicas` identical replicas, one a zone, behind the least-loaded router, under arrivals at
+    `rate` each: the unit-rate `gaps` (from `requests_like`) scaled to the fleet's rate."""
+    arrivals = np.cumsum(gaps / (rate * replicas))
+    trace = Trace(arrivals, prompts, outputs, source=f"poisson {rate:g}/s x {replicas}")
+    fleet = FleetConfig(zones=tuple(f"z{i}" for i in range(replicas)), initial_replicas=replicas,
+                        initial_nodes=replicas)
+    return simulate(trace, SimConfig(engine=engine, fleet=fleet, targets=targets), "least-loaded",
+                    StaticPolicy(replicas))
+
+
 def _trial(engine: EngineConfig, targets: Targets, percentile: float, rate: float,
            prompts: np.ndarray, outputs: np.ndarray, gaps: np.ndarray,
            replicas: int = 1) -> tuple[bool, float, float, float]:
     """(within targets less the margin, tail TTFT, tail TPOT, mean in-flight a replica) with
     `replicas` replicas at `rate` each behind the least-loaded router."""
     arrivals = np.cumsum(gaps / (rate * replicas))
-    trace = Trace(arrivals, prompts, outputs, source=f"poisson {rate:g}/s x {replicas}")
-    fleet = FleetConfig(zones=tuple(f"z{i}" for i in range(replicas)), initial_replicas=replicas,
-                        initial_nodes=replicas)
-    result = simulate(trace, SimConfig(engine=engine, fleet=fleet, targets=targets), "least-loaded",
-                      StaticPolicy(replicas))
+    result = fleet_run(engine, targets, rate, replicas, prompts, outputs, gaps)
     steady = result.arrival_s >= arrivals[int(len(arrivals) * WARMUP_FRACTION)]
     ok = result.ok & steady
     # Measured whether or not the run fits: the curve's last point is always the sized rate.
@@ -174,8 +182,8 @@ def _steady(result: SimResult, arrivals: np.ndarray, replicas: int) -> bool:
     return float(second.mean()) <= GROWTH_LIMIT * float(first.mean()) + replicas
 
 
-def _requests(n: int, mean_prompt: int, mean_output: int, max_model_len: int | None,
-              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def requests_like(n: int, mean_prompt: int, mean_output: int, max_model_len: int | None,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`n` requests: prompt and output lengths with the trace's spread (a prompt cut so prompt +
     output fit the served context, as the server would refuse a longer one) and unit-rate gaps."""
     prompts, outputs = azure_conversation().sample(n, mean_prompt, mean_output, rng)
@@ -187,7 +195,7 @@ def _requests(n: int, mean_prompt: int, mean_output: int, max_model_len: int | N
 def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prompt: int,
             mean_output: int, start_qps: float, replicas: int = 1) -> SimulatedCapacity:
     rng = np.random.default_rng(SEED)
-    prompts, outputs, gaps = _requests(REQUESTS, mean_prompt, mean_output, engine.max_model_len, rng)
+    prompts, outputs, gaps = requests_like(REQUESTS, mean_prompt, mean_output, engine.max_model_len, rng)
     trials = 0
     seen: dict[float, tuple[bool, float, float, float]] = {}
 
@@ -223,7 +231,7 @@ def _search(engine: EngineConfig, targets: Targets, percentile: float, mean_prom
     # Confirm on a run twice as long with fresh draws: near a saturation cliff (a full KV cache)
     # a queue that grows slowly passes a short run and not a long one. Step down until it holds;
     # the claims are the worse of the two runs.
-    p2, o2, g2 = _requests(2 * REQUESTS, mean_prompt, mean_output, engine.max_model_len, rng)
+    p2, o2, g2 = requests_like(2 * REQUESTS, mean_prompt, mean_output, engine.max_model_len, rng)
     for _ in range(CONFIRM_STEPS):
         trials += 1
         fits, ttft2, tpot2, _ = _trial(engine, targets, percentile, low, p2, o2, g2, replicas)
@@ -273,5 +281,5 @@ def simulated_capacity(engine: EngineConfig, targets: Targets, percentile: float
     return found
 
 
-__all__ = ["MARGIN", "REQUESTS", "SimulatedCapacity", "Unservable", "replica_engine",
-           "simulated_capacity"]
+__all__ = ["MARGIN", "REQUESTS", "SEED", "WARMUP_FRACTION", "SimulatedCapacity", "Unservable",
+           "fleet_run", "replica_engine", "requests_like", "simulated_capacity"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from rtip.stackfile import PROJECT_DIR
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(f"bench_{name}", PROJECT_DIR / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # so a worker process can unpickle its functions
     spec.loader.exec_module(module)
     return module
 
@@ -264,3 +266,23 @@ def test_benchmark_plans_state_the_traces_traffic_and_autoscalers_start_warm() -
     assert isinstance(policy, KedaAutoscaler)
     # The HPA has held the warm fleet: its window keeps that count as a recommendation at 0 s.
     assert policy.hpa._recs == [(0.0, bench.warm_replicas(dep, trace))]
+
+
+def test_zone_loss_sweep_in_worker_processes_matches_the_sweep_in_process() -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from serving.simulator import poisson
+    from stacks.simulation import deployment, select
+    from tests.conftest import plan_of
+
+    bench = _load("autoscaling")
+    plan = plan_of("dev")
+    (mp,) = select(plan, "llama-1b")
+    dep = deployment(plan, mp)
+    trace = poisson(mp.peak_qps, 700.0, (1155, 211), seed=6)
+    assert len(bench.zone_loss_moments(trace)) == 2  # 300 and 600 s
+    here = bench.zone_loss_sweep(dep, trace, "plan")
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        there = bench.zone_loss_sweep(dep, trace, "plan", pool)
+    assert there == here and here["moments"] == 2

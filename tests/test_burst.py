@@ -101,3 +101,12 @@ def test_a_stack_states_its_traffic_and_the_plan_sizes_for_it() -> None:
     assert code.min_replicas == max(zones, math.ceil(needed / (zones - 1)) * zones)
     assert code.min_replicas >= conv.min_replicas
     assert "(code traffic)" in code.replicas_source and "(conversation traffic)" in conv.replicas_source
+
+
+def test_the_stack_schema_offers_exactly_the_shipped_growth_tables() -> None:
+    from typing import get_args
+
+    from stacks.schema import ModelSpec
+
+    offered = get_args(ModelSpec.model_fields["traffic"].annotation)
+    assert set(offered) == set(TRAFFIC) and all(path.exists() for path in TRAFFIC.values())

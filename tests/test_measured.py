@@ -115,7 +115,7 @@ def test_a_backlog_that_grows_slowly_is_not_a_capacity(monkeypatch) -> None:
     engine = EngineConfig(StepTime.from_profile(prof), kv_blocks=36994, max_num_batched_tokens=8192,
                           max_num_seqs=1024, max_model_len=131072)
     batch_tier = Targets(6.0, 0.175)
-    prompts, outputs, gaps = rs._requests(rs.REQUESTS, 1155, 211, 131072, np.random.default_rng(3))
+    prompts, outputs, gaps = rs.requests_like(rs.REQUESTS, 1155, 211, 131072, np.random.default_rng(3))
 
     def trial(rate: float) -> bool:
         return rs._trial(engine, batch_tier, 99.0, rate, prompts, outputs, gaps, replicas=3)[0]
