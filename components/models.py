@@ -31,6 +31,7 @@ NEEDS: dict[str, tuple[ChartKey, ...]] = {
     "LocalModelCache": (ChartKey.KSERVE_LOCALMODEL_CRD, ChartKey.KSERVE_LOCALMODEL),
     "ScaledObject": (ChartKey.KEDA,),
     "PodMonitor": (ChartKey.KUBE_PROMETHEUS_STACK,),
+    "PrometheusRule": (ChartKey.KUBE_PROMETHEUS_STACK,),
 }
 
 
@@ -67,7 +68,7 @@ def targets(plan: ModelRegionPlan, cluster: ClusterFacts,
 
 
 class ModelDeployment(pulumi.ComponentResource):
-    """Runtime, InferenceService, ScaledObject, PDB, PodMonitor and model cache of one model.
+    """Runtime, InferenceService, ScaledObject, PDB, PodMonitor, SLO rules and model cache of one model.
 
     `releases` are ClusterAddons.releases; `after` are further resources every object waits for
     (the models namespace and its service account). `store` is the region's registry: the runtime
@@ -114,7 +115,8 @@ class ModelDeployment(pulumi.ComponentResource):
         self._after = [*after, *([log_requests_to] if log_requests_to is not None else [])]
         self._releases = releases
         short = {"ClusterServingRuntime": "runtime", "InferenceService": "isvc",
-                 "LocalModelCache": "cache", "ScaledObject": "scaler", "PodMonitor": "monitor"}
+                 "LocalModelCache": "cache", "ScaledObject": "scaler", "PodMonitor": "monitor",
+                 "PrometheusRule": "slo"}
         for body in built.custom_resources():
             if body is built.runtime:
                 body = {**body, "spec": runtime_spec}

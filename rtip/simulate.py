@@ -24,6 +24,7 @@ from serving.simulator import Simulation, Trace, ZoneFailure, load_azure_2023, l
 from stacks.loader import SpecError
 from stacks.plan import Plan, load_plan
 from stacks.simulation import SCALINGS, Deployment, SimulationInputError, deployment, select, trace_for
+from stacks.slo_alerts import EVALUATION_INTERVAL_S, burn_alerts
 from stacks.slo_check import UTIL_TARGET, checklist, figures
 
 EXIT_FAIL = 1
@@ -109,12 +110,13 @@ def simulate_one(plan: Plan, dep: Deployment, base: Trace, zone: tuple[str, floa
     show = console if console is not None and len(trace) >= PROGRESS_MIN_REQUESTS else None
     result = _run(sim, dep.name, show)
     items = checklist(result, dep, trace, failure, util_target)  # type: ignore[arg-type]
+    alerts = burn_alerts(sim.store, mp.model, cfg.namespace, mp.tier_spec, result.end_s)
     return {
         "model": mp.model, "region": mp.region, "tier": mp.tier, "peak_qps": mp.peak_qps,
         "trace": {"source": trace.source, "requests": len(trace), "duration_s": round(trace.duration_s, 3)},
         "zone_loss": {"zone": failure.zone, "at_s": failure.at_s} if failure else None,
         "inputs": dep.inputs(), "figures": figures(result, dep),  # type: ignore[arg-type]
-        "checklist": [i.to_json() for i in items],
+        "checklist": [i.to_json() for i in items], "slo_alerts": alerts,
         "passed": all(i.status != "FAIL" for i in items),
     }
 
@@ -145,6 +147,12 @@ def print_report(doc: dict[str, object], console: Console) -> None:
             f"scale-ups {tts['count']} (mean {_fmt(tts['mean_s'])} s, max {_fmt(tts['max_s'])} s to ready); "
             f"GPU utilization {_fmt(f['gpu_utilization'])}; GPU-hours {_fmt(f['gpu_hours'])} "
             f"(whole nodes {_fmt(f['node_gpu_hours'])})", markup=False)
+        fired = [a for a in run["slo_alerts"] if a["first_fired_s"] is not None]
+        console.print("  SLO burn-rate alerts (its PrometheusRule, evaluated every "
+                      f"{EVALUATION_INTERVAL_S:g} s): " + ("; ".join(
+                          f"{a['severity']} {a['burn_rate']:g}x ({a['long_window']}/{a['short_window']}) "
+                          f"from {a['first_fired_s']:.0f} s, {a['evaluations_firing']} evaluations"
+                          for a in fired) or "none fired"), markup=False)
 
 
 def command(args: argparse.Namespace) -> int:

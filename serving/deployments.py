@@ -3,9 +3,10 @@
 Per model: a ClusterServingRuntime for vLLM (the CUDA or the ROCm image, by the pool's GPU
 vendor), an InferenceService in KServe's Standard mode whose scaling KServe leaves to us
 (`autoscalerClass: external`), the KEDA ScaledObject that scales its predictor Deployment, a
-PodDisruptionBudget, the PodMonitor that feeds KEDA's query, and a LocalModelCache on the pool's
-NVMe when it has one (else vLLM streams the weights from the bucket). components/models.py applies
-them; tests validate the very same dicts against the CRDs.
+PodDisruptionBudget, the PodMonitor that feeds KEDA's query, the PrometheusRule of its latency SLO
+(serving.slo_rules: error ratios and burn-rate alerts from the same metrics), and a
+LocalModelCache on the pool's NVMe when it has one (else vLLM streams the weights from the
+bucket). components/models.py applies them; tests validate the very same dicts against the CRDs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from serving.models import Quantization
 from serving.profiles import SliceKind
 from serving.sharing import Sharing
 from serving.slices import SharingMode
+from serving.slo_rules import prometheus_rule, rule_notes
+from serving.tiers import TierSpec
 
 INFERENCE_SERVICE = ("serving.kserve.io/v1beta1", "InferenceService")
 CLUSTER_SERVING_RUNTIME = ("serving.kserve.io/v1alpha1", "ClusterServingRuntime")
@@ -65,6 +68,8 @@ class ModelRegionPlan(Protocol):
     def region(self) -> str: ...
     @property
     def tier(self) -> str: ...
+    @property
+    def tier_spec(self) -> TierSpec: ...
     @property
     def pool(self) -> str: ...
     @property
@@ -121,12 +126,13 @@ class ModelManifests:
     scaled_object: dict[str, Any]
     pod_disruption_budget: dict[str, Any]
     pod_monitor: dict[str, Any]
+    slo_rule: dict[str, Any]
     local_model_cache: dict[str, Any] | None
     notes: tuple[str, ...] = field(default=())
 
     def custom_resources(self) -> list[dict[str, Any]]:
         """Every body applied as a custom resource (the PDB is a core object)."""
-        found = [self.runtime, self.inference_service, self.scaled_object, self.pod_monitor]
+        found = [self.runtime, self.inference_service, self.scaled_object, self.pod_monitor, self.slo_rule]
         return found + ([self.local_model_cache] if self.local_model_cache else [])
 
 
@@ -284,6 +290,13 @@ def pod_monitor(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]
     }
 
 
+def slo_rule(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
+    """The model's latency SLO rules, on the series the PodMonitor scrapes (the operator loads
+    rules from every namespace: components/addons.py opens its rule selector)."""
+    return prometheus_rule(plan.model, cluster.namespace, plan.tier_spec,
+                           _meta(f"{plan.model}-slo", cluster.namespace, plan.model))
+
+
 def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]:
     """The model's weights on the pool's NVMe (LocalModelNodeGroup named after the pool)."""
     api_version, kind = LOCAL_MODEL_CACHE
@@ -309,7 +322,7 @@ def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTar
     """Every body of one model on one cluster, and what the plan should say about it."""
     if pool.name != plan.pool:
         raise ValueError(f"model {plan.model}: planned on pool {plan.pool!r}, given pool {pool.name!r}")
-    notes: list[str] = []
+    notes = rule_notes(plan.model, plan.tier_spec)
     if pool.nvme_path is None:
         notes.append(f"model {plan.model}: pool {pool.name} has no local NVMe, so no LocalModelCache; "
                      f"vLLM streams the weights from {plan.source_uri} (--load-format runai_streamer)")
@@ -320,6 +333,7 @@ def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTar
         scaled_object=scaled_object(plan, cluster),
         pod_disruption_budget=pod_disruption_budget(plan, cluster),
         pod_monitor=pod_monitor(plan, cluster),
+        slo_rule=slo_rule(plan, cluster),
         local_model_cache=local_model_cache(plan, pool) if pool.nvme_path is not None else None,
         notes=tuple(notes),
     )
@@ -331,4 +345,4 @@ __all__ = ["AUTOSCALER_CLASS", "CLOUD_POD_LABELS", "CLUSTER_SERVING_RUNTIME", "D
            "ModelRegionPlan",
            "PoolTarget", "cluster_serving_runtime", "inference_service", "local_model_cache",
            "model_manifests", "pod_disruption_budget", "pod_monitor", "predictor_deployment",
-           "runtime_image", "runtime_name", "scaled_object"]
+           "runtime_image", "runtime_name", "scaled_object", "slo_rule"]

@@ -346,10 +346,11 @@ class TierDefinition(_Spec):
     """An SLO tier of this stack: a new tier (give at least `ttft_ms` and `tpot_ms`) or an override
     of a built-in one (interactive, standard, batch), whose unstated fields keep their values."""
 
-    ttft_ms: Rate | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
-        "Time to first token the tier promises at `percentile`, in milliseconds."))
-    tpot_ms: Rate | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
-        "Time per output token the tier promises at `percentile`, in milliseconds."))
+    ttft_ms: Rate | None = Field(default=None, ge=1, allow_inf_nan=False, description=(
+        "Time to first token the tier promises at `percentile`, in milliseconds; at least 1, vLLM's "
+        "smallest TTFT histogram bucket, below which no SLO alert could measure it."))
+    tpot_ms: Rate | None = Field(default=None, ge=10, allow_inf_nan=False, description=(
+        "Time per output token the tier promises at `percentile`, in ms; at least 10 (vLLM's TPOT buckets)."))
     percentile: Rate | None = Field(default=None, ge=50, le=99.9, allow_inf_nan=False, description=(
         "The percentile both latency targets hold at (default 99)."))
     availability: Rate | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False, description=(

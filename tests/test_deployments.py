@@ -41,7 +41,7 @@ from tests.test_crds import body, check
 
 MODEL_DEPLOYMENT = "rtip:k8s:ModelDeployment"
 KINDS = {"ClusterServingRuntime", "InferenceService", "ScaledObject", "PodMonitor", "LocalModelCache",
-         "PodDisruptionBudget"}
+         "PodDisruptionBudget", "PrometheusRule"}
 # Failed checkov checks on the predictor Deployment KServe makes from an InferenceService, and why
 # the platform keeps each.
 ACCEPTED_ON_PREDICTOR: dict[str, str] = {

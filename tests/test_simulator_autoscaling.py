@@ -219,6 +219,11 @@ def test_promql_forms_an_autoscaling_query_needs():
     assert evaluate("clamp_max(sum(vllm:num_requests_waiting), 5)", s, t) == {(): 5.0}
     assert evaluate("sum(vllm:num_requests_waiting) / sum(req_total)", s, t) == {(): pytest.approx(6 / 48)}
     assert evaluate("sum(nothing)", s, t) == {}
+    # Durations of several digits: the whole run of 8 samples, 105 s apart, extrapolated to the
+    # 120 s window (the gap to its start is under 1.1 x 15 s): 7 x 4 x 120 / 105 / 120 s -> 4 / 15.
+    assert evaluate('rate(req_total{pod="p1"}[120s])', s, t) == {(("pod", "p1"),): pytest.approx(4 / 15)}
+    ten = 'rate(req_total{pod="p1"}[10m])'
+    assert evaluate(ten, s, t) == evaluate(ten.replace("10m", "600s"), s, t)
     assert evaluate("-(2 + 3) * 2", s, t) == -10.0
 
 

@@ -73,7 +73,9 @@ def test_the_plan_shows_the_stack_tiers(tmp_path, capsys) -> None:
     ({}, "fast", "models[0].tier", "unknown tier 'fast'"),
     ({"fast": {"ttft_ms": 800, "tpot_ms": 40, "percentile": 99.99}}, "fast", "tiers.fast.percentile",
      "99.9"),
-    ({"fast": {"ttft_ms": -1, "tpot_ms": 40}}, "fast", "tiers.fast.ttft_ms", "more than 0"),
+    ({"fast": {"ttft_ms": -1, "tpot_ms": 40}}, "fast", "tiers.fast.ttft_ms", "at least 1 (got -1)"),
+    # below vLLM's smallest TPOT bucket (10 ms): no SLO alert could measure it
+    ({"fast": {"ttft_ms": 800, "tpot_ms": 5}}, "fast", "tiers.fast.tpot_ms", "at least 10 (got 5)"),
     ({"Fast": {"ttft_ms": 800, "tpot_ms": 40}}, "standard", "tiers", "lowercase"),
 ])
 def test_bad_tiers_are_named(tmp_path, capsys, tiers, tier, path, words) -> None:

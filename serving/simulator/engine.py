@@ -342,6 +342,7 @@ class Engine:
             r.shared = 0
         self.metrics.success += 1
         self.metrics.e2e.observe(t - r.arrival)
+        self.metrics.request_tpot.observe((t - r.first_token) / (r.out - 1) if r.out > 1 else 0.0)
         self.finished.append(r)
 
 

@@ -4,8 +4,10 @@ Names and histogram bucket boundaries are vLLM 0.11.0's (`vllm/v1/metrics/logger
 PrometheusStatLogger): gauges `vllm:num_requests_running` (line 190), `vllm:num_requests_waiting`
 (199), `vllm:kv_cache_usage_perc` (252, 1.0 = full); counters `vllm:num_preemptions` (278),
 `vllm:prompt_tokens` (285), `vllm:generation_tokens` (293), `vllm:request_success`; histograms
-`vllm:time_to_first_token_seconds` (376), `vllm:inter_token_latency_seconds` (403) and
-`vllm:e2e_request_latency_seconds` (431). prometheus_client appends `_total` to counters and
+`vllm:time_to_first_token_seconds` (376), `vllm:inter_token_latency_seconds` (403),
+`vllm:request_time_per_output_token_seconds` (414: one observation a finished request, its decode
+time over its output tokens less the first, `vllm/v1/metrics/stats.py` line 182; 0 with one
+token) and `vllm:e2e_request_latency_seconds` (431). prometheus_client appends `_total` to counters and
 `_bucket`/`_sum`/`_count` to histograms, which is what a query sees.
 
 `DCGM_FI_DEV_GPU_UTIL` is added as the GPU-utilisation baseline's input: the share of wall time the
@@ -23,12 +25,14 @@ TTFT_BUCKETS: tuple[float, ...] = (
 ITL_BUCKETS: tuple[float, ...] = (
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
     40.0, 80.0)
+REQUEST_TPOT_BUCKETS: tuple[float, ...] = ITL_BUCKETS  # the same list in loggers.py (line 416)
 E2E_BUCKETS: tuple[float, ...] = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
     480.0, 960.0, 1920.0, 7680.0)
 
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
+REQUEST_TPOT = "vllm:request_time_per_output_token_seconds"
 E2E = "vllm:e2e_request_latency_seconds"
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -75,12 +79,13 @@ class Histogram:
 class ReplicaMetrics:
     """Counters and histograms of one replica (gauges are read live from the engine)."""
 
-    __slots__ = ("busy_s", "e2e", "generation_tokens", "itl", "preemptions", "prompt_tokens", "success",
-                 "ttft")
+    __slots__ = ("busy_s", "e2e", "generation_tokens", "itl", "preemptions", "prompt_tokens",
+                 "request_tpot", "success", "ttft")
 
     def __init__(self) -> None:
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
+        self.request_tpot = Histogram(REQUEST_TPOT_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
         self.success = 0
         self.prompt_tokens = 0
@@ -99,8 +104,10 @@ class ReplicaMetrics:
         yield "vllm:num_preemptions_total", (), float(self.preemptions)
         yield from self.ttft.samples(TTFT)
         yield from self.itl.samples(ITL)
+        yield from self.request_tpot.samples(REQUEST_TPOT)
         yield from self.e2e.samples(E2E)
 
 
-__all__ = ["E2E", "E2E_BUCKETS", "GPU_UTIL", "ITL", "ITL_BUCKETS", "KV_USAGE", "RUNNING", "TTFT",
-           "TTFT_BUCKETS", "WAITING", "Histogram", "ReplicaMetrics", "Sample"]
+__all__ = ["E2E", "E2E_BUCKETS", "GPU_UTIL", "ITL", "ITL_BUCKETS", "KV_USAGE", "REQUEST_TPOT",
+           "REQUEST_TPOT_BUCKETS", "RUNNING", "TTFT", "TTFT_BUCKETS", "WAITING", "Histogram",
+           "ReplicaMetrics", "Sample"]

@@ -1,0 +1,51 @@
+"""The model's burn-rate alerts (serving/slo_rules.py) over a simulated run: what would have paged.
+
+Prometheus evaluates a rule group every `evaluationInterval`: kube-prometheus-stack 88.5.3 leaves
+it empty, so the Prometheus CRD's default of 30 s applies (`crds/crd-prometheuses.yaml`). Each
+alert is evaluated the same way on the simulator's Prometheus, from the very recording expressions
+the PrometheusRule holds; the comparison `ratio > threshold` on both windows is done here, as the
+alert's `and` does (the simulated PromQL has no comparison operators). Windows longer than the run
+read what the run has, as a Prometheus would over a new deployment.
+"""
+
+from __future__ import annotations
+
+import math
+
+from serving.simulator.promql import Store
+from serving.simulator.promql import evaluate as promql
+from serving.slo_rules import WINDOW_S, alerts_that_can_fire, error_ratio
+from serving.tiers import TierSpec
+
+EVALUATION_INTERVAL_S = 30.0  # the Prometheus CRD's default `evaluationInterval`
+
+
+def _ratio(query: str, store: Store, t: float) -> float:
+    value = promql(query, store, t)
+    if isinstance(value, dict):
+        return next(iter(value.values())) if value else math.nan
+    return float(value)
+
+
+def burn_alerts(store: Store, model: str, namespace: str, tier: TierSpec, end_s: float,
+                every_s: float = EVALUATION_INTERVAL_S) -> list[dict[str, object]]:
+    """Each alert the rule holds: its threshold, when it first fired and for how many
+    evaluations (None and 0 when it never did)."""
+    kept, _ = alerts_that_can_fire(tier)
+    windows = sorted({w for a in kept for w in (a.long_window, a.short_window)}, key=WINDOW_S.__getitem__)
+    queries = {w: error_ratio(model, namespace, tier, w) for w in windows}
+    grid = [every_s * i for i in range(1, int(end_s // every_s) + 1)]
+    ratios = {w: [_ratio(q, store, t) for t in grid] for w, q in queries.items()}
+    out: list[dict[str, object]] = []
+    for a in kept:
+        threshold = a.burn_rate * tier.request_error_budget
+        # NaN (no requests in a window) compares false, as in PromQL.
+        firing = [t for i, t in enumerate(grid)
+                  if ratios[a.long_window][i] > threshold and ratios[a.short_window][i] > threshold]
+        out.append({"severity": a.severity, "burn_rate": a.burn_rate, "long_window": a.long_window,
+                    "short_window": a.short_window, "threshold": round(threshold, 6),
+                    "first_fired_s": firing[0] if firing else None, "evaluations_firing": len(firing)})
+    return out
+
+
+__all__ = ["EVALUATION_INTERVAL_S", "burn_alerts"]

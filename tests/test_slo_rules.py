@@ -1,0 +1,291 @@
+"""The SLO rules every model gets (serving/slo_rules.py), checked by what reads them:
+Prometheus's own parser and rule engine (promtool), and the simulator's vLLM metrics.
+
+Expected firing times are hand calculations of the Google SRE workbook's burn-rate conditions
+over the series each test feeds in; bucket bounds are vLLM 0.11.0's, read off
+`vllm/v1/metrics/loggers.py` (TTFT: ... 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5 ...; per-request
+TPOT: 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2 ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from serving.simulator import StaticPolicy, Trace
+from serving.simulator.promql import evaluate as sim_evaluate
+from serving.simulator.sim import Simulation
+from serving.slo_rules import (
+    ALERT,
+    UnmeasurableTarget,
+    alerts_that_can_fire,
+    error_ratio,
+    prometheus_rule,
+    rule_notes,
+)
+from serving.tiers import TIERS, TierSpec
+from stacks.simulation import deployment, select
+from stacks.slo_alerts import burn_alerts
+from tests import promtool
+from tests.conftest import STACKS, plan_of, record_of
+
+NS = "rtip-models"
+
+
+def _rule(model: str, tier: TierSpec) -> dict[str, Any]:
+    return prometheus_rule(model, NS, tier, {"name": f"{model}-slo", "namespace": NS})
+
+
+def _groups(rule: dict[str, Any]) -> list[dict[str, Any]]:
+    return rule["spec"]["groups"]
+
+
+@pytest.mark.parametrize(("tier", "ttft_le", "tpot_le"), [
+    ("interactive", 'le="0.5"', 'le="0.025"'),  # 500 ms and 30 ms: 0.5 is a bucket, 30 ms is not
+    ("standard", 'le=~"1|1.0"', 'le="0.1"'),  # 2000 ms lies between 1.0 and 2.5
+    ("batch", 'le=~"5|5.0"', 'le="0.15"'),  # 6000 ms between 5.0 and 7.5; 175 ms between 0.15 and 0.2
+])
+def test_each_target_is_read_at_the_bucket_at_or_below_it(tier: str, ttft_le: str, tpot_le: str) -> None:
+    expr = error_ratio("m", NS, TIERS[tier], "5m")
+    sel = f'namespace="{NS}",model_name="m"'
+    assert f"vllm:time_to_first_token_seconds_bucket{{{sel},{ttft_le}}}" in expr
+    assert f"vllm:request_time_per_output_token_seconds_bucket{{{sel},{tpot_le}}}" in expr
+
+
+def test_a_target_between_buckets_is_said_in_the_plan_notes() -> None:
+    notes = rule_notes("m", TIERS["standard"])
+    assert len(notes) == 1 and "TTFT target 2000 ms at vLLM's 1000 ms bucket" in notes[0]
+    assert rule_notes("m", replace(TIERS["standard"], ttft_ms=2500)) == []
+
+
+def test_a_target_below_the_smallest_bucket_is_refused() -> None:
+    with pytest.raises(UnmeasurableTarget, match="TPOT target 5 ms is below vLLM's smallest"):
+        error_ratio("m", NS, replace(TIERS["standard"], tpot_ms=5), "5m")
+
+
+def test_a_wide_budget_drops_the_alerts_that_could_never_fire() -> None:
+    # percentile 90 x availability 0.99: budget 10.9 %; 14.4 x that is 157 %, 6 x is 65 %.
+    wide = replace(TIERS["standard"], percentile=90, availability=0.99)
+    kept, dropped = alerts_that_can_fire(wide)
+    assert [a.burn_rate for a in dropped] == [14.4] and [a.burn_rate for a in kept] == [6.0, 1.0]
+    assert any("no 14.4x page alert" in n for n in rule_notes("m", wide))
+
+
+def test_every_stack_emits_one_rule_per_model_and_cluster_that_promtool_accepts(tmp_path: Path) -> None:
+    for stack in STACKS:
+        record = record_of(stack)
+        rules = [r.inputs for r in record.resources if r.inputs.get("kind") == "PrometheusRule"]
+        models = [r for r in record.resources if r.type == "rtip:k8s:ModelDeployment"]
+        assert len(rules) == len(models) > 0, stack
+        groups = [g for rule in rules for g in rule["spec"]["groups"]]
+        unique = list({g["name"]: g for g in groups}.values())  # a model's rules repeat per cluster
+        done = promtool.check_rules(unique, tmp_path)
+        assert done.returncode == 0 and "SUCCESS" in done.stdout, (stack, done.stdout, done.stderr)
+
+
+def test_promtool_rejects_a_broken_rule(tmp_path: Path) -> None:
+    """The check above can fail: a query Prometheus cannot parse."""
+    groups = _groups(_rule("m", TIERS["interactive"]))
+    groups[0]["rules"][0]["expr"] = groups[0]["rules"][0]["expr"].replace("sum(rate(", "sum(rate((", 1)
+    assert promtool.check_rules(groups, tmp_path).returncode != 0
+
+
+# --- alerts firing in Prometheus's rule engine -----------------------------------------------------
+PER_MIN = 100  # requests a minute in the fed series
+
+
+def _series(tier_le: tuple[str, str], good_ttft: str, good_tpot: str, minutes: int,
+            model: str = "m") -> list[dict[str, str]]:
+    sel = f'namespace="{NS}",model_name="{model}",pod="{model}-predictor-0"'
+    total = f"0+{PER_MIN}x{minutes}"
+    ttft, tpot = "vllm:time_to_first_token_seconds", "vllm:request_time_per_output_token_seconds"
+    return [
+        {"series": f"{ttft}_count{{{sel}}}", "values": total},
+        {"series": f'{ttft}_bucket{{{sel},le="{tier_le[0]}"}}', "values": good_ttft},
+        {"series": f"{tpot}_count{{{sel}}}", "values": total},
+        {"series": f'{tpot}_bucket{{{sel},le="{tier_le[1]}"}}', "values": good_tpot},
+    ]
+
+
+def _expected(rule: dict[str, Any], firing: set[str]) -> list[dict[str, Any]]:
+    """The alerts `firing` (by long window) as promtool lists them: the rule's labels and
+    annotations, plus the labels the recorded series carry."""
+    out = []
+    for r in _groups(rule)[0]["rules"]:
+        if r.get("alert") == ALERT and r["labels"]["long_window"] in firing:
+            out.append({"exp_labels": {**r["labels"]}, "exp_annotations": r["annotations"]})
+    return out
+
+
+def _alert_test(rule: dict[str, Any], series: list[dict[str, str]],
+                at: dict[str, set[str]]) -> dict[str, Any]:
+    return {"interval": "1m", "input_series": series,
+            "alert_rule_test": [{"eval_time": t, "alertname": ALERT, "exp_alerts": _expected(rule, firing)}
+                                for t, firing in at.items()]}
+
+
+def test_a_burn_pages_and_tickets_when_the_workbook_says(tmp_path: Path) -> None:
+    """Interactive tier: budget 1 - 0.99 x 0.999 = 1.099 %. An hour of good traffic, then 20 % of
+    requests miss TTFT from minute 60. With t the minutes since, every window holding the onset
+    reads 20t / (100 x its minutes of data):
+    - 1h window: t / 300 > 14.4 x 1.099 % = 15.83 % from t = 47.5 (the 5m window reads 20 % by then);
+    - 6h window (all data so far, 60 + t minutes): 0.2 t / (60 + t) > 6.59 % from t = 29.5;
+    - 3d window, and the 6h window as the ticket's short one: > 1.099 % from t = 3.5."""
+    rule = _rule("m", TIERS["interactive"])
+    # promtool's `a+bxn` writes n + 1 values: minute 61 is the first of the second run
+    good = f"0+{PER_MIN}x60 {60 * PER_MIN + 80}+80x119"
+    series = _series(("0.5", "0.025"), good, f"0+{PER_MIN}x180", 180)
+    at = {"62m": set(), "66m": {"3d"}, "88m": {"3d"}, "92m": {"3d", "6h"}, "106m": {"3d", "6h"},
+          "109m": {"3d", "6h", "1h"}}
+    done = promtool.run_rule_tests(_groups(rule), [_alert_test(rule, series, at)], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_misses_within_the_budget_raise_nothing_and_a_slow_leak_only_a_ticket(tmp_path: Path) -> None:
+    """1 % of requests missing TPOT for three days is within the 1.099 % budget: no alert. 1.5 %
+    spends the budget 1.36x too fast: the 1x ticket fires, neither page (6x is 6.59 %)."""
+    rule = _rule("m", TIERS["interactive"])
+    minutes = 3 * 24 * 60 + 10
+    within = _series(("0.5", "0.025"), f"0+{PER_MIN}x{minutes}", f"0+99x{minutes}", minutes)
+    leak = _series(("0.5", "0.025"), f"0+{PER_MIN}x{minutes}", "0+98.5x" + str(minutes), minutes)
+    tests = [_alert_test(rule, within, {"30m": set(), "7h": set(), "3d": set()}),
+             _alert_test(rule, leak, {"30m": {"3d"}, "7h": {"3d"}, "3d": {"3d"}})]
+    done = promtool.run_rule_tests(_groups(rule), tests, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("spelling", ["1", "1.0"])
+def test_standard_ttft_misses_count_whichever_way_le_is_spelled(tmp_path: Path, spelling: str) -> None:
+    """Standard's 2 s TTFT is read at the 1.0 s bucket, which prometheus_client writes `1.0` and
+    Prometheus 3 normalises to `1`: 20 % of requests over 1 s (and under 2.5 s, the next bucket)
+    count as misses from the start, so the 14.4x page (1 - 0.99 x 0.995 = 1.495 % budget; 21.5 %)
+    stays quiet and the 6x one (8.97 %) fires."""
+    rule = _rule("m", TIERS["standard"])
+    series = _series((spelling, "0.1"), "0+80x30", f"0+{PER_MIN}x30", 30)
+    series.append({"series": series[1]["series"].replace(f'le="{spelling}"', 'le="2.5"'),
+                   "values": f"0+{PER_MIN}x30"})
+    tests = [_alert_test(rule, series, {"20m": {"6h", "3d"}})]
+    done = promtool.run_rule_tests(_groups(rule), tests, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- the KEDA query: the simulator's PromQL against Prometheus's ----------------------------------
+def test_the_simulator_evaluates_the_emitted_keda_query_as_prometheus_does(tmp_path: Path) -> None:
+    """The plan's ScaledObject query for the 70B (both branches: in flight and the completion
+    rate's zone branch) over three pods scraped every 15 s: one starts late, one's counter resets
+    (a restart). Eval times sit between scrapes: promtool 2.42's range selectors include the
+    window's left edge, the simulator's (Prometheus 3's) do not, and off the grid they agree."""
+    from serving.simulator.prometheus import Store
+
+    plan = plan_of("prod")
+    (mp,) = select(plan, "llama-70b")
+    query = deployment(plan, mp).scaled_object["triggers"][0]["metadata"]["query"]
+    assert "clamp_min(" in query and "rate(" in query
+    n, nan = 41, float("nan")  # ten minutes at 15 s; NaN: no sample (not yet started)
+    pods: dict[str, dict[str, list[float]]] = {
+        "p0": {"running": [3 + (i % 5) for i in range(n)], "waiting": [float(i % 3 == 0) for i in range(n)],
+               "success": [2.0 * i for i in range(n)]},
+        "p1": {"running": [6 - (i % 4) for i in range(n)], "waiting": [0.0] * n,
+               "success": [1.5 * i if i < 20 else 1.5 * (i - 20) for i in range(n)]},  # reset at 5 min
+        "p2": {"running": [nan] * 12 + [2.0] * (n - 12), "waiting": [nan] * 12 + [1.0] * (n - 12),
+               "success": [nan] * 12 + [3.0 * (i - 12) for i in range(12, n)]},  # from 3 min
+    }
+    metric = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
+              "success": "vllm:request_success_total"}
+    series: dict[str, str] = {}
+    store = Store()
+    for pod, values in pods.items():
+        for key, vs in values.items():
+            labels = (("model_name", mp.model), ("namespace", NS), ("pod", pod))
+            sel = ",".join(f'{k}="{v}"' for k, v in labels)
+            series[f"{metric[key]}{{{sel}}}"] = " ".join("_" if np.isnan(v) else f"{v:g}" for v in vs)
+            for i, v in enumerate(vs):
+                if not np.isnan(v):
+                    store.add(15.0 * i, metric[key], labels, v)
+    times = [97, 187, 247, 322, 397, 592]  # seconds; none on the 15 s grid
+    got = promtool.evaluate(series, [(query, f"{t // 60}m{t % 60}s") for t in times], tmp_path)
+    for t, prom in zip(times, got, strict=True):
+        ours = sim_evaluate(query, store, float(t))
+        assert isinstance(ours, dict) and len(prom) == len(ours) == 1, (t, prom, ours)
+        (p,), (o,) = prom.values(), ours.values()
+        assert o == pytest.approx(p, rel=1e-12), (t, p, o)
+
+
+# --- the SLI on what vLLM exports, against the requests themselves --------------------------------
+@pytest.fixture(scope="module")
+def overloaded() -> tuple[Any, Any, Any]:
+    """The prod 8B (interactive) in one region at 1.6x its fleet's sized rate for four minutes,
+    its floor of replicas fixed: requests miss their targets as the backlog grows."""
+    plan = plan_of("prod")
+    mp = select(plan, "llama-8b")[0]
+    dep = deployment(plan, mp)
+    rng = np.random.default_rng(7)
+    replicas = mp.min_replicas
+    rate = 1.6 * mp.capacity.qps * replicas
+    arrivals = np.cumsum(rng.exponential(1 / rate, int(rate * 240)))
+    trace = Trace(arrivals, rng.integers(200, 2000, len(arrivals)), rng.integers(20, 400, len(arrivals)),
+                  source="poisson")
+    sim = Simulation(trace, dep.sim_config(), "least-loaded", StaticPolicy(replicas))
+    return sim, sim.run(), dep
+
+
+def test_the_recorded_error_ratio_is_the_requests_share_past_each_bucket(overloaded) -> None:
+    """Second method: from the requests themselves, the share whose first token (by the last
+    scrape) came after the TTFT bucket plus the share of finished ones whose mean TPOT exceeded
+    the TPOT bucket equals what the recording rule reads off the histograms; it is at least the
+    share of requests that missed a target, and above the fast page's 14.4x burn."""
+    sim, result, dep = overloaded
+    tier = dep.plan.tier_spec
+    at = 225.0  # a scrape instant (every 15 s), while requests still arrive
+    value = sim_evaluate(error_ratio(dep.plan.model, NS, tier, "30m"), sim.store, at)
+    assert isinstance(value, dict) and len(value) == 1
+    (got,) = value.values()
+    first = result.arrival_s + result.ttft_s
+    done = result.arrival_s + result.e2e_s
+    started, finished = first <= at, done <= at
+    ttft_miss = np.mean(result.ttft_s[started] > 0.5)  # interactive's 500 ms: the 0.5 bucket
+    tpot = np.nan_to_num(result.tpot_s[finished], nan=0.0)  # one output token: vLLM observes 0
+    tpot_miss = np.mean(tpot > 0.025)  # 30 ms read at the 25 ms bucket
+    assert got == pytest.approx(ttft_miss + tpot_miss, rel=1e-9)
+    missed = ~result.attained()[finished]
+    assert got >= float(np.mean(missed)) > 0
+    assert got > 14.4 * tier.request_error_budget
+
+
+def test_a_fleet_within_its_sized_rate_burns_no_budget(overloaded) -> None:
+    """The same replicas at half their sized rate: the recorded ratio stays under the 1x ticket."""
+    _, _, dep = overloaded
+    mp = dep.plan
+    rng = np.random.default_rng(8)
+    rate = 0.5 * mp.capacity.qps * mp.min_replicas
+    arrivals = np.cumsum(rng.exponential(1 / rate, int(rate * 240)))
+    trace = Trace(arrivals, rng.integers(200, 2000, len(arrivals)), rng.integers(20, 400, len(arrivals)),
+                  source="poisson")
+    sim = Simulation(trace, dep.sim_config(), "least-loaded", StaticPolicy(mp.min_replicas))
+    result = sim.run()
+    value = sim_evaluate(error_ratio(mp.model, NS, mp.tier_spec, "30m"), sim.store, 225.0)
+    assert isinstance(value, dict) and len(value) == 1
+    assert next(iter(value.values())) < mp.tier_spec.request_error_budget
+    quiet = burn_alerts(sim.store, mp.model, NS, mp.tier_spec, result.end_s)
+    assert len(quiet) == 3 and all(a["first_fired_s"] is None for a in quiet)
+
+
+def test_the_overloaded_fleet_pages_from_prometheus_first_evaluation(overloaded) -> None:
+    """Every alert the rule holds, evaluated every 30 s over the overloaded run: all three fire
+    at every evaluation, the first included (the run is younger than every long window, so each
+    reads the whole run). Checked first from the requests: by 30 s the requests finished already
+    ran past the TPOT bucket far more often than the fastest burn allows (decode overload: TTFT
+    holds while every admitted sequence slows the others)."""
+    sim, result, dep = overloaded
+    tier = dep.plan.tier_spec
+    finished = result.arrival_s + result.e2e_s <= 30
+    tpot = np.nan_to_num(result.tpot_s[finished], nan=0.0)
+    assert np.mean(tpot > 0.025) > 14.4 * tier.request_error_budget
+    fired = {a["burn_rate"]: a for a in burn_alerts(sim.store, dep.plan.model, NS, tier, result.end_s)}
+    assert set(fired) == {14.4, 6.0, 1.0}
+    evaluations = int(result.end_s // 30)
+    assert all(a["first_fired_s"] == 30 and a["evaluations_firing"] == evaluations for a in fired.values())
