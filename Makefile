@@ -3,11 +3,17 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV ?= .venv-checkov
-# promtool for the tests (FACTS.md section 8): Debian's prometheus package, unpacked here, never
-# installed system-wide. The one pin of its version.
+# promtool and amtool for the tests (FACTS.md section 8): Debian's prometheus and
+# prometheus-alertmanager packages, unpacked here, never installed system-wide. The one pin of each.
 PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
+ALERTMANAGER_DEB := 0.25.0-1+b4
 TOOLS ?= .tools
 PROMTOOL := $(TOOLS)/prometheus-$(PROMETHEUS_DEB)/usr/bin/promtool
+AMTOOL := $(TOOLS)/prometheus-alertmanager-$(ALERTMANAGER_DEB)/usr/bin/amtool
+# $(call unpack,package,version): download one Debian package and unpack it under $(TOOLS).
+unpack = mkdir -p $(TOOLS)/deb && cd $(TOOLS)/deb && (apt-get download -q $(1)=$(2) \
+	|| (apt-get update -qq && apt-get download -q $(1)=$(2))) && cd - >/dev/null \
+	&& dpkg-deb -x $(TOOLS)/deb/$(1)_$(subst :,%3a,$(2))_*.deb $(TOOLS)/$(1)-$(2)
 STACK ?= dev
 
 .PHONY: plan test lint bench clean
@@ -24,11 +30,12 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.lock
 	touch $@
 
 $(PROMTOOL):
-	mkdir -p $(TOOLS)/deb
-	cd $(TOOLS)/deb && (apt-get download -q prometheus=$(PROMETHEUS_DEB) \
-		|| (apt-get update -qq && apt-get download -q prometheus=$(PROMETHEUS_DEB)))
-	dpkg-deb -x $(TOOLS)/deb/prometheus_$(subst :,%3a,$(PROMETHEUS_DEB))_*.deb $(TOOLS)/prometheus-$(PROMETHEUS_DEB)
+	$(call unpack,prometheus,$(PROMETHEUS_DEB))
 	$(PROMTOOL) --version >/dev/null
+
+$(AMTOOL):
+	$(call unpack,prometheus-alertmanager,$(ALERTMANAGER_DEB))
+	$(AMTOOL) --version >/dev/null
 
 plan: $(VENV)/.installed
 	$(VENV)/bin/rtip plan $(STACK)
@@ -36,8 +43,8 @@ plan: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
-test: lint $(CHECKOV_VENV)/.installed $(PROMTOOL)
-	RTIP_CHECKOV=$(CHECKOV_VENV)/bin/checkov RTIP_PROMTOOL=$(PROMTOOL) $(PY) -m pytest
+test: lint $(CHECKOV_VENV)/.installed $(PROMTOOL) $(AMTOOL)
+	RTIP_CHECKOV=$(CHECKOV_VENV)/bin/checkov RTIP_PROMTOOL=$(PROMTOOL) RTIP_AMTOOL=$(AMTOOL) $(PY) -m pytest
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/plan_speed.py

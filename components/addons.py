@@ -19,6 +19,7 @@ from components.addons_cache import ModelCacheAddons, has_cache
 from components.addons_gpu import GpuAddons, gpu_notes, model_cache
 from components.addons_helm import helm_release, namespace, resources
 from components.contract import ClusterFacts, RegionStore
+from serving.alert_routes import RECEIVER_SECRET, alertmanager_values
 from serving.charts import ChartKey
 from serving.hardware import Cloud
 from serving.posture import Posture
@@ -83,7 +84,10 @@ def prometheus_storage(env: Posture, cloud: Cloud) -> dict[str, Any]:
     }}}
 
 
-def prometheus_values(env: Posture, cloud: Cloud) -> dict[str, Any]:
+def prometheus_values(env: Posture, cloud: Cloud,
+                      alert_severities: list[str] | None = None) -> dict[str, Any]:
+    """`alert_severities`: those the stack names a webhook for (serving/alert_routes.py)."""
+    routes = alertmanager_values(alert_severities or [])
     # Without these the operator picks up only monitors and rules labelled with its own release,
     # and the model servers' monitors and SLO rules would be silently ignored.
     selectors_open = {f"{kind}SelectorNilUsesHelmValues": False for kind in (
@@ -96,7 +100,8 @@ def prometheus_values(env: Posture, cloud: Cloud) -> dict[str, Any]:
             "storageSpec": prometheus_storage(env, cloud),
             "resources": resources("500m", "2Gi", "2", "8Gi"),
         }},
-        "alertmanager": {"alertmanagerSpec": {"replicas": env.controller_replicas, "resources": _SMALL}},
+        "alertmanager": {**routes, "alertmanagerSpec": {
+            **routes.get("alertmanagerSpec", {}), "replicas": env.controller_replicas, "resources": _SMALL}},
         "prometheusOperator": {"resources": _CONTROLLER},
         "grafana": {"resources": _CONTROLLER},
         "kube-state-metrics": {"resources": _CONTROLLER},
@@ -111,10 +116,12 @@ class ClusterAddons(pulumi.ComponentResource):
 
     def __init__(self, name: str, cluster: ClusterFacts, env: Posture,
                  opts: pulumi.ResourceOptions | None = None, *, store: RegionStore | None = None,
-                 digests: Mapping[str, str] | None = None) -> None:
+                 digests: Mapping[str, str] | None = None,
+                 alert_webhooks: Mapping[str, pulumi.Output[str]] | None = None) -> None:
         """`store`: the region's registries: the GPU operators' and node preparation's images are
         pulled from there (by the digests `digests` pins, the stack's `registries.digests`), and
-        the AMD operator's driver build pushes there."""
+        the AMD operator's driver build pushes there. `alert_webhooks`: the SLO alerts' webhook
+        URL by severity (secret Outputs), kept in a Secret Alertmanager mounts."""
         cache, notes = model_cache(cluster)
         cached = has_cache(cluster)
         super().__init__("rtip:k8s:ClusterAddons", name, {
@@ -130,9 +137,21 @@ class ClusterAddons(pulumi.ComponentResource):
             f"{name}-cert-manager", ChartKey.CERT_MANAGER, CERT_MANAGER_NAMESPACE,
             cert_manager_values(env), self, provider, [ns[CERT_MANAGER_NAMESPACE]])
         # Monitoring comes early: its chart brings the ServiceMonitor CRD the others' monitors need.
+        monitoring_after: list[pulumi.Resource] = [ns[MONITORING_NAMESPACE]]
+        if alert_webhooks:
+            # Before the release: Alertmanager's pods mount it and would not start without it.
+            monitoring_after.append(k8s.core.v1.Secret(
+                f"{name}-slo-alert-receivers",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=RECEIVER_SECRET, namespace=MONITORING_NAMESPACE,
+                                                    labels={"app.kubernetes.io/managed-by": "rtip"}),
+                string_data=dict(alert_webhooks),
+                opts=pulumi.ResourceOptions(parent=self, provider=provider,
+                                            depends_on=[ns[MONITORING_NAMESPACE]],
+                                            additional_secret_outputs=["stringData", "data"])))
         rel[ChartKey.KUBE_PROMETHEUS_STACK] = helm_release(
             f"{name}-kube-prometheus-stack", ChartKey.KUBE_PROMETHEUS_STACK, MONITORING_NAMESPACE,
-            prometheus_values(env, cluster.cloud), self, provider, [ns[MONITORING_NAMESPACE]])
+            prometheus_values(env, cluster.cloud, sorted(alert_webhooks or {})), self, provider,
+            monitoring_after)
         rel[ChartKey.KSERVE_CRD] = helm_release(
             f"{name}-kserve-crd", ChartKey.KSERVE_CRD, KSERVE_NAMESPACE, {}, self, provider,
             [ns[KSERVE_NAMESPACE]])

@@ -44,14 +44,14 @@ def stack_labels(plan: Plan, cluster: str) -> dict[str, str]:
             "managed-by": "pulumi-rtip"}
 
 
-def cluster_network(region: RegionPlan) -> ClusterNetwork:
+def cluster_network(region: RegionPlan, alert_webhooks: bool = False) -> ClusterNetwork:
     """The region's network as the NetworkPolicies see it; the API is private exactly when the
     stack opens it to no outside network (components.contract.public_api_cidrs)."""
     spec = region.region
     # AKS reaches its stores through private endpoints in the VNet (components/azure/endpoints.py).
     endpoints = azure_address_plan(spec.network.cidr).endpoints if region.cloud == Cloud.AZURE else None
     return ClusterNetwork(region.cloud, spec.network.cidr, private_api=not spec.api_access_cidrs,
-                          store_endpoints=endpoints)
+                          store_endpoints=endpoints, alert_webhooks=alert_webhooks)
 
 
 class Platform(pulumi.ComponentResource):
@@ -69,6 +69,8 @@ class Platform(pulumi.ComponentResource):
         # set --secret`); read once, only ever carried as a secret Output.
         config = pulumi.Config()
         self.tenant_keys = {t.name: config.require_secret(t.api_key_secret) for t in plan.spec.tenants}
+        # The SLO alerts' webhook URLs, likewise (serving/alert_routes.py).
+        self.alert_webhooks = {s: config.require_secret(key) for s, key in plan.spec.alert_webhooks.items()}
         for cloud in dict.fromkeys(r.cloud for r in plan.regions):
             self._cloud(name, plan, KITS[cloud], plan.regions_of(cloud))
         self.clusters.sort(key=lambda c: [r.name for r in plan.regions].index(c.region))
@@ -89,7 +91,7 @@ class Platform(pulumi.ComponentResource):
                                                      providers[region.name], child)
             on_cluster = pulumi.ResourceOptions(parent=cluster)
             # Every namespace made on this cluster gets NetworkPolicies naming its network.
-            use_network(cluster.facts.provider, cluster_network(region))
+            use_network(cluster.facts.provider, cluster_network(region, bool(plan.spec.alert_webhooks)))
             namespaces = ClusterNamespaces(f"{region.cluster}-ns", cluster.facts, opts=on_cluster)
             for ns, made in namespaces.namespaces.items():
                 network_policies(f"{region.cluster}-ns-{ns}-netpol", made, ns, namespaces,
@@ -97,7 +99,8 @@ class Platform(pulumi.ComponentResource):
             # Model pods start once their namespace's policies are in place.
             models_ns = ready([namespaces.namespaces[MODELS_NAMESPACE]])
             addons = ClusterAddons(f"{region.cluster}-addons", cluster.facts, plan.posture, opts=on_cluster,
-                                   store=stores[region.name], digests=plan.spec.registries.digests)
+                                   store=stores[region.name], digests=plan.spec.registries.digests,
+                                   alert_webhooks=self.alert_webhooks)
             kit.identity(f"{region.cluster}-models", cluster, stores[region.name], models_ns, on_cluster)
             # The redacting log collector before the model servers: where the posture logs prompts,
             # they wait for it (and only it turns their logging on).

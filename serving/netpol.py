@@ -134,6 +134,8 @@ class ClusterNetwork:
     # Where private endpoints to the region's stores sit inside the network (AKS: the VNet's
     # `endpoints` subnet, components/azure/network.py), else None (the stores are outside).
     store_endpoints: IPv4Network | None = None
+    # Whether Alertmanager sends the SLO alerts to webhooks (the stack's `alert_webhooks`).
+    alert_webhooks: bool = False
 
     def apiserver(self) -> str:
         return ANYWHERE if self.cloud is Cloud.AZURE and not self.private_api else str(self.cidr)
@@ -155,6 +157,9 @@ IDENTITY: dict[Cloud, tuple[tuple[str, Port], ...]] = {
     Cloud.AZURE: (),
 }
 PROMETHEUS = everyone(MONITORING)
+# The Prometheus Operator labels Alertmanager's pods so (v0.93.0 pkg/alertmanager/operator.go
+# makeSelectorLabels, applicationNameLabelValue).
+ALERTMANAGER = Pods(MONITORING, (("app.kubernetes.io/name", "alertmanager"),))
 MODEL_SERVERS = Pods(MODELS, exists=(MODEL_POD,))
 # The inferencepool chart (v1.5.0 templates/_helpers.tpl selectorLabels) labels each endpoint
 # picker `inferencepool: <release>-epp`; it serves ext_proc on `inferenceExtension.extProcPort`.
@@ -260,6 +265,9 @@ def outside(net: ClusterNetwork) -> tuple[Outside, ...]:
     rows += [Outside(p, tcp(443), net.apiserver()) for p in (ENDPOINT_PICKERS, *GATEWAY_API_CLIENTS)]
     # Prometheus scrapes every kubelet (10250, cAdvisor too) and node-exporter (9100).
     rows.append(Outside(PROMETHEUS, tcp(10250, 9100), None))
+    if net.alert_webhooks:
+        # Alertmanager posts the SLO alerts to the stack's webhooks, HTTPS anywhere but the network.
+        rows.append(Outside(ALERTMANAGER, tcp(443), ANYWHERE, beyond))
     # The log collector's exporter: CloudWatch Logs, Cloud Logging or Application Insights over
     # HTTPS (none publishes fixed addresses), after the cloud's identity endpoint (none on Azure,
     # where the exporter authenticates with the connection string).

@@ -150,8 +150,7 @@ class GpuPoolSpec(_Spec):
     the planner fits the models into it."""
 
     name: Name = Field(description=(
-        "The pool's name, unique in its region; an identity (renaming replaces the pool). "
-        "Not `system`."))
+        "The pool's name, unique in its region; an identity (renaming replaces the pool). Not `system`."))
     machine_type: Text = Field(description=(
         "A GPU machine type of the region's cloud (serving/hardware.py MACHINES), e.g. "
         "g6.2xlarge, a3-highgpu-8g, Standard_NC40ads_H100_v5."))
@@ -197,8 +196,7 @@ class _RegionSpec(_Spec):
         "\"1\", \"2\", \"3\"."))
     network: NetworkSpec = Field(description="The region's address space.")
     system_pool: SystemPoolSpec = Field(default=SystemPoolSpec(), description=(
-        "CPU nodes for the platform services (default: the cloud's default machine type, 2 to 6 "
-        "nodes)."))
+        "CPU nodes for the platform services (default: the cloud's default machine type, 2 to 6 nodes)."))
     gpu_pools: list[GpuPoolSpec] = Field(default_factory=list, description=(
         "GPU node pools, names unique in the region. Default: none."))
     api_access_cidrs: list[Network] = Field(default_factory=list, json_schema_extra=UNIQUE, description=(
@@ -347,8 +345,7 @@ class TierDefinition(_Spec):
     of a built-in one (interactive, standard, batch), whose unstated fields keep their values."""
 
     ttft_ms: Rate | None = Field(default=None, ge=1, allow_inf_nan=False, description=(
-        "Time to first token the tier promises at `percentile`, in milliseconds; at least 1, vLLM's "
-        "smallest TTFT histogram bucket, below which no SLO alert could measure it."))
+        "Time to first token the tier promises at `percentile`, in ms; at least 1 (vLLM's TTFT buckets)."))
     tpot_ms: Rate | None = Field(default=None, ge=10, allow_inf_nan=False, description=(
         "Time per output token the tier promises at `percentile`, in ms; at least 10 (vLLM's TPOT buckets)."))
     percentile: Rate | None = Field(default=None, ge=50, le=99.9, allow_inf_nan=False, description=(
@@ -384,6 +381,9 @@ class StackSpec(_Spec):
         "The models served, names unique. Default: none."))
     tenants: list[TenantSpec] = Field(default_factory=list, description=(
         "Gateway tenants, names unique. Default: none."))
+    alert_webhooks: dict[Literal["page", "ticket"], Text] = Field(default_factory=dict, description=(
+        "Where the models' SLO burn-rate alerts go, by severity (page, ticket): the name of a secret "
+        "config value holding an HTTPS webhook URL. Default: none, so they notify no one."))
     deployer: DeployerSpec | None = Field(default=None, description=(
         "Where `pulumi up` runs and as whom; required where the posture's API is private (prod). "
         "Default: none declared (a public runner, clusters granting only their creator)."))

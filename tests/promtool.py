@@ -1,6 +1,7 @@
 """Prometheus's own promtool (Debian package `prometheus`, FACTS.md section 8) for the tests:
 `check rules` parses rule files with Prometheus's parser, `test rules` evaluates rules and
-queries over given series with Prometheus's engine. `make test` unpacks it and sets RTIP_PROMTOOL.
+queries over given series with Prometheus's engine. `make test` unpacks it and sets RTIP_PROMTOOL;
+likewise Alertmanager's amtool (package `prometheus-alertmanager`, RTIP_AMTOOL).
 """
 
 from __future__ import annotations
@@ -22,13 +23,18 @@ _FAILED = re.compile(r'expr: ("(?:[^"\\]|\\.)*"), time: (\S+),\n\s+exp: .*\n\s+g
 _SAMPLE = re.compile(r"(\{[^}]*\}) (\S+?)(?:,|$)")
 
 
-def binary() -> Path:
-    given = os.environ.get("RTIP_PROMTOOL")
-    found = [Path(given)] if given else sorted(PROJECT_DIR.glob(".tools/prometheus-*/usr/bin/promtool"))
+def binary(name: str = "promtool", env: str = "RTIP_PROMTOOL") -> Path:
+    given = os.environ.get(env)
+    found = [Path(given)] if given else sorted(PROJECT_DIR.glob(f".tools/prometheus*/usr/bin/{name}"))
     if not found or not found[-1].exists():
-        pytest.fail("promtool not found: run `make test`, which unpacks Debian's prometheus package "
-                    "into .tools/ and sets RTIP_PROMTOOL")
+        pytest.fail(f"{name} not found: run `make test`, which unpacks Debian's packages into .tools/ "
+                    f"and sets {env}")
     return found[-1]
+
+
+def amtool(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(binary("amtool", "RTIP_AMTOOL")), *args], cwd=cwd, capture_output=True,
+                          text=True, check=False, timeout=120)
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -71,4 +77,4 @@ def evaluate(series: dict[str, str], queries: list[tuple[str, str]], folder: Pat
     return out
 
 
-__all__ = ["binary", "check_rules", "evaluate", "run", "run_rule_tests"]
+__all__ = ["amtool", "binary", "check_rules", "evaluate", "run", "run_rule_tests"]

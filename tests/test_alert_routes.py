@@ -1,0 +1,144 @@
+"""Where the SLO alerts go (serving/alert_routes.py), checked by Alertmanager's own amtool on the
+configuration the chart would render, and by the network policies that must let it out."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rtip.cli import main
+from serving import alert_routes
+from serving.slo_rules import ALERT
+from tests import promtool
+from tests.conftest import SHARED, record_of, spec_of, stack_doc, write_stack
+from tests.test_netpol import Endpoint, cluster_policies, reach
+
+CHART_VALUES = SHARED / "charts" / "kube-prometheus-stack" / "88.5.3" / "values.yaml"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _coalesce(base: Any, over: Any) -> Any:
+    """Helm's values merge: maps merge key by key, anything else (lists included) is replaced."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {k: _coalesce(base[k], over[k]) if k in base and k in over else over.get(k, base.get(k))
+                for k in {**base, **over}}
+    return copy.deepcopy(over)
+
+
+def _releases(stack: str) -> list[Any]:
+    return [r for r in record_of(stack).by_type(RELEASE) if r.inputs["name"] == "kube-prometheus-stack"]
+
+
+def _alertmanager_config(stack: str) -> dict[str, Any]:
+    """`alertmanager.config` as Helm renders it for the stack's first cluster: the chart's default
+    under the release's values."""
+    chart = yaml.safe_load(CHART_VALUES.read_text())["alertmanager"]
+    (release, *_) = _releases(stack)
+    return _coalesce(chart, release.inputs["values"].get("alertmanager", {}))["config"]
+
+
+def _route(config: dict[str, Any], folder: Path, labels: dict[str, str]) -> str:
+    """The receiver amtool routes an alert with `labels` to. amtool 0.25 (Debian's) predates
+    webhook `url_file` (Alertmanager 0.26), so receivers read from files are given a URL in the
+    copy it checks: routing does not look at a receiver's body."""
+    checked = copy.deepcopy(config)
+    for r in checked.get("receivers", []):
+        for hook in r.get("webhook_configs", []):
+            if hook.pop("url_file", None) is not None:
+                hook["url"] = "https://hooks.invalid/slo"
+    path = folder / "alertmanager.yaml"
+    path.write_text(yaml.safe_dump(checked))
+    done = promtool.amtool(["check-config", path.name], folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = promtool.amtool(["config", "routes", "test", "--config.file", path.name,
+                            *(f"{k}={v}" for k, v in labels.items())], folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip()
+
+
+def _alert(severity: str) -> dict[str, str]:
+    return {"alertname": ALERT, "severity": severity, "model": "llama-8b", "tier": "interactive"}
+
+
+def test_prod_pages_and_tickets_reach_their_webhooks_and_nothing_else_changes(tmp_path: Path) -> None:
+    config = _alertmanager_config("prod")
+    assert set(spec_of("prod").alert_webhooks) == {"page", "ticket"}
+    assert _route(config, tmp_path, _alert("page")) == "rtip-slo-page"
+    assert _route(config, tmp_path, _alert("ticket")) == "rtip-slo-ticket"
+    # The chart's own routing stays: Watchdog and every other alert to `null`, its inhibit rules kept.
+    assert _route(config, tmp_path, {"alertname": "Watchdog", "severity": "none"}) == "null"
+    assert _route(config, tmp_path, {"alertname": "KubePodCrashLooping", "severity": "warning"}) == "null"
+    chart = yaml.safe_load(CHART_VALUES.read_text())["alertmanager"]["config"]
+    assert config["inhibit_rules"] == chart["inhibit_rules"] and config["route"]["receiver"] == "null"
+
+
+def test_without_webhooks_the_alerts_notify_no_one(tmp_path: Path) -> None:
+    """dev names no webhook: the chart's routing is untouched and the SLO alerts reach `null`."""
+    assert spec_of("dev").alert_webhooks == {}
+    config = _alertmanager_config("dev")
+    assert config == yaml.safe_load(CHART_VALUES.read_text())["alertmanager"]["config"]
+    assert _route(config, tmp_path, _alert("page")) == "null"
+
+
+def test_each_receiver_reads_its_url_from_the_secret_alertmanager_mounts() -> None:
+    """Every `url_file` is a key of the Secret the release mounts (the operator mounts
+    `alertmanagerSpec.secrets` at /etc/alertmanager/secrets/<name>/), the Secret is in the
+    release's namespace with its values kept secret, and the release waits for it."""
+    record = record_of("prod")
+    (release, *_) = _releases("prod")
+    values = release.inputs["values"]["alertmanager"]
+    assert values["alertmanagerSpec"]["secrets"] == [alert_routes.RECEIVER_SECRET]
+    files = {h["url_file"] for r in values["config"]["receivers"] for h in r.get("webhook_configs", [])}
+    mounted = f"/etc/alertmanager/secrets/{alert_routes.RECEIVER_SECRET}"
+    assert files == {f"{mounted}/{s}" for s in ("page", "ticket")}
+    secrets = [r for r in record.by_type("kubernetes:core/v1:Secret")
+               if r.inputs["metadata"]["name"] == alert_routes.RECEIVER_SECRET
+               and r.provider == release.provider]
+    assert len(secrets) == 1
+    assert secrets[0].inputs["metadata"]["namespace"] == release.inputs["namespace"]
+    assert secrets[0].inputs["stringData"] == "[secret]"
+    assert secrets[0].urn in release.dependencies
+
+
+def test_the_pinned_alertmanager_reads_webhook_urls_from_files() -> None:
+    """`url_file` on a webhook needs Alertmanager 0.26 or newer; older ones drop it (operator
+    `webhookConfig.sanitize`), which would leave a receiver with no URL."""
+    tag = yaml.safe_load(CHART_VALUES.read_text())["alertmanager"]["alertmanagerSpec"]["image"]["tag"]
+    major, minor, *_ = (int(x) for x in tag.lstrip("v").split("."))
+    assert (major, minor) >= (0, 26), tag
+
+
+WEBHOOK = Endpoint("34.120.54.55")  # a webhook service's address: outside every stack network
+ALERTMANAGER = Endpoint("10.20.1.11", "monitoring", {"app.kubernetes.io/name": "alertmanager"})
+PROMETHEUS = Endpoint("10.20.1.10", "monitoring", {"app.kubernetes.io/name": "prometheus"})
+
+
+def test_only_alertmanager_may_reach_the_webhooks_and_only_where_a_stack_names_them() -> None:
+    prod, dev = cluster_policies(record_of("prod"), "aws"), cluster_policies(record_of("dev"), "aws")
+    assert reach(prod, ALERTMANAGER, WEBHOOK, 443)
+    assert not reach(prod, ALERTMANAGER, WEBHOOK, 80)
+    assert not reach(prod, PROMETHEUS, WEBHOOK, 443)
+    assert not reach(dev, ALERTMANAGER, WEBHOOK, 443)
+
+
+@pytest.mark.parametrize(("webhooks", "path", "words"), [
+    ({"pager": "hook"}, "alert_webhooks.pager", "expected 'page' or 'ticket'"),
+    ({"page": ""}, "alert_webhooks.page", ""),
+])
+def test_bad_webhooks_are_named(tmp_path: Path, capsys, webhooks: dict[str, str], path: str,
+                                words: str) -> None:
+    platform = {**stack_doc("dev")["config"]["rtip:platform"], "alert_webhooks": webhooks}
+    assert main(["plan", str(write_stack(tmp_path, platform))]) == 2
+    err = capsys.readouterr().err
+    assert f"rtip:platform.{path}" in err and words in err and "Traceback" not in err
+
+
+def test_a_webhook_secret_the_stack_does_not_hold_is_named(tmp_path: Path, capsys) -> None:
+    platform = {**stack_doc("dev")["config"]["rtip:platform"], "alert_webhooks": {"page": "pagerHook"}}
+    assert main(["plan", str(write_stack(tmp_path, platform))]) == 2
+    err = capsys.readouterr().err
+    assert "rtip:pagerHook" in err and "pulumi config set --secret" in err and "Traceback" not in err
