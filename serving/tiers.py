@@ -51,12 +51,6 @@ class TierSpec:
         return round(1.0 - self.availability, 10)
 
     @property
-    def request_error_budget(self) -> float:
-        """The share of requests that may miss a target or fail: 1 - percentile x availability
-        (the latency SLO's allowance and the availability's together)."""
-        return round(1.0 - self.percentile / 100.0 * self.availability, 10)
-
-    @property
     def error_budget_minutes(self) -> float:
         return self.error_budget * BUDGET_WINDOW_DAYS * 24 * 60
 

@@ -3,9 +3,10 @@
 Prometheus evaluates a rule group every `evaluationInterval`: kube-prometheus-stack 88.5.3 leaves
 it empty, so the Prometheus CRD's default of 30 s applies (`crds/crd-prometheuses.yaml`). Each
 alert is evaluated the same way on the simulator's Prometheus, from the very recording expressions
-the PrometheusRule holds; the comparison `ratio > threshold` on both windows is done here, as the
-alert's `and` does (the simulated PromQL has no comparison operators). Windows longer than the run
-read what the run has, as a Prometheus would over a new deployment.
+the PrometheusRule holds; the comparisons the alert's `and` joins (both windows' ratios over the
+threshold, enough requests in the long window) are done here, as the simulated PromQL has no
+comparison operators. Windows longer than the run read what the run has, as a Prometheus would
+over a new deployment.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import math
 
 from serving.simulator.promql import Store
 from serving.simulator.promql import evaluate as promql
-from serving.slo_rules import WINDOW_S, alerts_that_can_fire, error_ratio
+from serving.slo_rules import (
+    WINDOW_S,
+    alerts_that_can_fire,
+    error_ratio,
+    min_requests,
+    requests_in,
+    threshold,
+)
 from serving.tiers import TierSpec
 
 EVALUATION_INTERVAL_S = 30.0  # the Prometheus CRD's default `evaluationInterval`
@@ -33,17 +41,18 @@ def burn_alerts(store: Store, model: str, namespace: str, tier: TierSpec, end_s:
     evaluations (None and 0 when it never did)."""
     kept, _ = alerts_that_can_fire(tier)
     windows = sorted({w for a in kept for w in (a.long_window, a.short_window)}, key=WINDOW_S.__getitem__)
-    queries = {w: error_ratio(model, namespace, tier, w) for w in windows}
     grid = [every_s * i for i in range(1, int(end_s // every_s) + 1)]
-    ratios = {w: [_ratio(q, store, t) for t in grid] for w, q in queries.items()}
+    ratios = {w: [_ratio(error_ratio(model, namespace, tier, w), store, t) for t in grid] for w in windows}
+    counts = {w: [_ratio(requests_in(model, namespace, w), store, t) for t in grid]
+              for w in {a.long_window for a in kept}}
     out: list[dict[str, object]] = []
     for a in kept:
-        threshold = a.burn_rate * tier.request_error_budget
+        at, least = threshold(tier, a), min_requests(tier, a)
         # NaN (no requests in a window) compares false, as in PromQL.
-        firing = [t for i, t in enumerate(grid)
-                  if ratios[a.long_window][i] > threshold and ratios[a.short_window][i] > threshold]
+        firing = [t for i, t in enumerate(grid) if ratios[a.long_window][i] > at
+                  and ratios[a.short_window][i] > at and counts[a.long_window][i] >= least]
         out.append({"severity": a.severity, "burn_rate": a.burn_rate, "long_window": a.long_window,
-                    "short_window": a.short_window, "threshold": round(threshold, 6),
+                    "short_window": a.short_window, "threshold": at, "min_requests": least,
                     "first_fired_s": firing[0] if firing else None, "evaluations_firing": len(firing)})
     return out
 
