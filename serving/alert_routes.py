@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from serving.slo_rules import ALERT
+from serving.slo_rules import ABSENT_ALERT, ALERT
 
 RECEIVER_SECRET = "rtip-slo-alert-receivers"
 SECRETS_DIR = "/etc/alertmanager/secrets"
@@ -45,7 +45,7 @@ def alertmanager_values(severities: list[str]) -> dict[str, Any]:
     ordered = [s for s in SEVERITIES if s in severities]
     routes = [WATCHDOG_ROUTE, *({
         "receiver": receiver(s),
-        "matchers": [f'alertname = "{ALERT}"', f'severity = "{s}"'],
+        "matchers": [f'alertname =~ "{ALERT}|{ABSENT_ALERT}"', f'severity = "{s}"'],
         # The SLO alerts carry no namespace label (the chart groups by namespace): one
         # notification per model and severity.
         "group_by": ["alertname", "model", "severity"],

@@ -33,6 +33,10 @@ share (over finished requests), which is high by the requests that miss both: an
 These alerts watch latency, not availability: vLLM records no latency for a request aborted before
 its first token (`v1/engine/output_processor.py` `abort_requests`), so a fleet that answers
 nothing shows no misses, and with no request in a window the ratio is NaN and nothing fires.
+A model whose metrics vanish (every pod gone, or none scraped) would silence them too; it has an
+alert of its own, `RtipModelMetricsAbsent`, a page after ABSENT_FOR without a single pod's
+`vllm:num_requests_running`. Its replica floor is never zero (at least one a zone) and its
+PodDisruptionBudget lets one pod go at a time, so no rollout or drain empties it.
 """
 
 from __future__ import annotations
@@ -41,11 +45,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, TTFT, TTFT_BUCKETS
+from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, RUNNING, TTFT, TTFT_BUCKETS
 from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
 PROMETHEUS_RULE = ("monitoring.coreos.com/v1", "PrometheusRule")
 ALERT = "RtipLatencyBudgetBurn"
+ABSENT_ALERT = "RtipModelMetricsAbsent"
+ABSENT_FOR = "10m"
 RECORD = "slo:sli_error:ratio_rate{window}"
 MIN_MISSES = 10  # an alert's long window must hold this many misses' worth of requests
 
@@ -151,6 +157,17 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
                     f"allows {tier.tail:.2%} at p{tier.percentile:g})."),
             },
         })
+    alerts.append({
+        "alert": ABSENT_ALERT,
+        "expr": f"absent({RUNNING}{{{_selector(model, namespace)}}})",
+        "for": ABSENT_FOR,
+        "labels": {"severity": "page", **series},
+        "annotations": {
+            "summary": f"{model} reports no metrics",
+            "description": (f"No pod of {model} has been scraped for {ABSENT_FOR}: it serves nothing, "
+                            f"or Prometheus cannot see it, and its latency alerts are blind."),
+        },
+    })
     return {
         "apiVersion": PROMETHEUS_RULE[0],
         "kind": PROMETHEUS_RULE[1],
@@ -174,6 +191,6 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
     return notes
 
 
-__all__ = ["ALERT", "BURN_ALERTS", "MIN_MISSES", "PROMETHEUS_RULE", "RECORD", "WINDOW_S", "BurnAlert",
-           "UnmeasurableTarget", "alerts_that_can_fire", "bound", "bounds", "error_ratio", "min_requests",
-           "prometheus_rule", "requests_in", "rule_notes", "threshold"]
+__all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ALERT", "BURN_ALERTS", "MIN_MISSES", "PROMETHEUS_RULE", "RECORD",
+           "WINDOW_S", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire", "bound", "bounds",
+           "error_ratio", "min_requests", "prometheus_rule", "requests_in", "rule_notes", "threshold"]

@@ -69,11 +69,14 @@ def stack_doc(stack: str) -> dict:
 
 def write_stack(tmp_path: Path, platform: object, name: str = "t", extra: dict | None = None) -> Path:
     """A stack file anywhere on disk whose `rtip:platform` is `platform`, with a `secure:` value
-    for every tenant key it names (the gateway reads them; `extra` may override any)."""
+    for every tenant key and alert webhook it names (the program reads them; `extra` may override
+    any)."""
     path = tmp_path / f"Pulumi.{name}.yaml"
     tenants = platform.get("tenants", []) if isinstance(platform, dict) else []
-    keys = {f"rtip:{t['api_key_secret']}": {"secure": "v1:test-placeholder"} for t in tenants
-            if isinstance(t, dict) and isinstance(t.get("api_key_secret"), str)}
+    names = [t.get("api_key_secret") for t in tenants if isinstance(t, dict)]
+    hooks = platform.get("alert_webhooks") if isinstance(platform, dict) else None
+    names += list(hooks.values()) if isinstance(hooks, dict) else []
+    keys = {f"rtip:{n}": {"secure": "v1:test-placeholder"} for n in names if isinstance(n, str) and n}
     path.write_text(yaml.safe_dump({"config": {"rtip:platform": platform, **keys, **(extra or {})}}))
     return path
 

@@ -9,6 +9,7 @@ TPOT: 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2 ...).
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from serving.simulator import StaticPolicy, Trace
 from serving.simulator.promql import evaluate as sim_evaluate
 from serving.simulator.sim import Simulation
 from serving.slo_rules import (
+    ABSENT_ALERT,
     ALERT,
     BURN_ALERTS,
     UnmeasurableTarget,
@@ -84,7 +86,10 @@ def test_every_stack_emits_one_rule_per_model_and_cluster_that_promtool_accepts(
         models = [r for r in record.resources if r.type == "rtip:k8s:ModelDeployment"]
         assert len(rules) == len(models) > 0, stack
         groups = [g for rule in rules for g in rule["spec"]["groups"]]
-        unique = list({g["name"]: g for g in groups}.values())  # a model's rules repeat per cluster
+        # A model's rules repeat per cluster; one differing by region is checked under its own name.
+        distinct = {json.dumps(g, sort_keys=True): g for g in groups}.values()
+        # promtool refuses two groups of one name in a file
+        unique = [{**g, "name": f"{g['name']}-{i}"} for i, g in enumerate(distinct)]
         done = promtool.check_rules(unique, tmp_path)
         assert done.returncode == 0 and "SUCCESS" in done.stdout, (stack, done.stdout, done.stderr)
 
@@ -194,6 +199,22 @@ def test_a_quiet_hour_does_not_page_on_a_few_slow_requests(tmp_path: Path) -> No
     done = promtool.run_rule_tests(_groups(rule), [test], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [min_requests(TIERS["interactive"], a) for a in BURN_ALERTS] == [70, 167, 1000]
+
+
+def test_a_model_whose_metrics_vanish_pages_after_ten_minutes(tmp_path: Path) -> None:
+    """Twenty minutes of scrapes, then none: Prometheus's 5-minute lookback keeps the last sample
+    until minute 25, `absent` holds from then, and the alert pages 10 minutes later, at 35."""
+    rule = _rule("m", TIERS["interactive"])
+    sel = f'namespace="{NS}",model_name="m"'
+    series = [{"series": f'vllm:num_requests_running{{{sel},pod="m-predictor-0"}}', "values": "3x20"}]
+    (absent,) = [r for r in _groups(rule)[0]["rules"] if r.get("alert") == ABSENT_ALERT]
+    firing = [{"exp_labels": {**absent["labels"], "namespace": NS, "model_name": "m"},
+               "exp_annotations": absent["annotations"]}]
+    test = {"interval": "1m", "input_series": series,
+            "alert_rule_test": [{"eval_time": t, "alertname": ABSENT_ALERT, "exp_alerts": fired}
+                                for t, fired in (("24m", []), ("33m", []), ("37m", firing), ("60m", firing))]}
+    done = promtool.run_rule_tests(_groups(rule), [test], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # --- the KEDA query: the simulator's PromQL against Prometheus's ----------------------------------
