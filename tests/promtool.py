@@ -25,7 +25,9 @@ _SAMPLE = re.compile(r"(\{[^}]*\}) (\S+?)(?:,|$)")
 
 def binary(name: str = "promtool", env: str = "RTIP_PROMTOOL") -> Path:
     given = os.environ.get(env)
-    found = [Path(given)] if given else sorted(PROJECT_DIR.glob(f".tools/prometheus*/usr/bin/{name}"))
+    # Absolute: the tools run in a scratch folder, where a relative path would not resolve.
+    unpacked = sorted(PROJECT_DIR.glob(f".tools/prometheus*/usr/bin/{name}"))
+    found = [Path(given).resolve()] if given else unpacked
     if not found or not found[-1].exists():
         pytest.fail(f"{name} not found: run `make test`, which unpacks Debian's packages into .tools/ "
                     f"and sets {env}")
