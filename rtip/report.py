@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rtip.offline import Record
+from serving.slo_rules import bounds
 from stacks.model_plan import ModelRegionPlan
 from stacks.plan import Plan
 
@@ -130,7 +131,10 @@ def _tiers(plan: Plan) -> list[dict[str, Any]]:
     return [{"name": t.tier, "ttft_ms": t.ttft_ms, "tpot_ms": t.tpot_ms, "percentile": t.percentile,
              "availability": t.availability, "burst_headroom": t.burst_headroom,
              "allows_time_slicing": t.allows_time_slicing, "stack_defined": name in plan.spec.tiers,
-             "used": name in used}
+             "used": name in used,
+             # Where the SLO alerts count a miss: vLLM's bucket at or below each target.
+             "alert_bounds_ms": dict(zip(("ttft", "tpot"), (round(b * 1000, 6) for b in bounds(t)),
+                                         strict=True))}
             for name, t in sorted(plan.tiers.items())]
 
 
@@ -158,6 +162,8 @@ def document(plan: Plan, record: Record, findings: Sequence[Any] = ()) -> dict[s
         "environment": spec.environment,
         "posture": {k: (str(v) if k == "environment" else v) for k, v in vars(plan.posture).items()},
         "tiers": _tiers(plan),
+        # Where the models' SLO alerts go: severity -> the secret config value holding its webhook.
+        "alert_webhooks": dict(spec.alert_webhooks),
         "clusters": clusters,
         "registries": registries,
         "models": model_rows,
@@ -187,15 +193,20 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
 
     tiers = Table(title="SLO tiers", title_justify="left")
     for col in ("tier", "TTFT ms", "TPOT ms", "at", "availability", "burst headroom", "time-slicing",
-                "defined by"):
+                "defined by", "alerts: a miss past (ms)"):
         tiers.add_column(col)
     for t in doc["tiers"]:
         if t["used"]:
             tiers.add_row(t["name"], f"{t['ttft_ms']:g}", f"{t['tpot_ms']:g}", f"p{t['percentile']:g}",
                           f"{t['availability']:g}", f"{t['burst_headroom']:g}",
                           "yes" if t["allows_time_slicing"] else "no",
-                          "stack" if t["stack_defined"] else "built-in")
+                          "stack" if t["stack_defined"] else "built-in",
+                          " / ".join(f"{v:g}" for v in t["alert_bounds_ms"].values()))
     console.print(tiers)
+    hooks = doc["alert_webhooks"]
+    console.print("SLO alerts (burn rate per model, serving/slo_rules.py): " + (
+        ", ".join(f"{s} to the webhook in secret {k}" for s, k in sorted(hooks.items())) if hooks
+        else "no alert_webhooks, so they reach Alertmanager and notify no one"), markup=False)
 
     pools = Table(title="GPU pools", title_justify="left")
     for col in ("cluster", "pool", "machine type", "GPU", "GPUs/node", "nodes min-max", "at peak",

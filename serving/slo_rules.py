@@ -25,7 +25,7 @@ prod 8B (interactive) at its floor of 12 replicas, 10 minutes of Poisson traffic
 96 %; this ratio reads 0.2 / 7.2 / 48 / 93 / 99 % (the whole run, at 585 s). The bound above the
 target reads 0 % at every one of those loads (TPOT stays under 50 ms), so it would never page on
 the 8B's decode overload; interpolating inside the bucket reads 5.8 % at 1.2x and 38 % at 1.3x,
-neither bound. The plan's notes say which targets sit between buckets. `le` is matched as
+neither bound. The plan's tier table shows where each target is read. `le` is matched as
 prometheus_client writes it (`1.0`), which Prometheus 2 keeps and Prometheus 3 normalises to.
 The request-level SLI (a request is good when it meets both targets) cannot be joined from two
 histograms; the error ratio adds the TTFT misses' share (over first tokens) and the TPOT misses'
@@ -177,18 +177,11 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
 
 
 def rule_notes(model: str, tier: TierSpec) -> list[str]:
-    """What the plan should say about the rules: a target read between buckets, an alert a
-    wide tail drops."""
-    notes = []
-    for what, target_ms, le in zip(("TTFT", "TPOT"), (tier.ttft_ms, tier.tpot_ms), bounds(tier), strict=True):
-        if abs(le * 1000 - target_ms) > 1e-6:
-            notes.append(f"model {model}: vLLM has no {what} bucket at {target_ms:g} ms, so its SLO alerts "
-                         f"count requests over {le * 1000:g} ms as misses (they err towards paging)")
+    """What the plan should say about a model's rules: the alerts a wide tail drops. (Where each
+    tier's targets are read is in the plan's tier table: `bounds`.)"""
     _, dropped = alerts_that_can_fire(tier)
-    for a in dropped:
-        notes.append(f"model {model}: no {a.burn_rate:g}x {a.severity} alert over {a.long_window}: "
-                     f"{a.burn_rate:g} x its {tier.tail:.1%} tail is 100 % or more")
-    return notes
+    return [f"model {model}: no {a.burn_rate:g}x {a.severity} alert over {a.long_window}: "
+            f"{a.burn_rate:g} x its {tier.tail:.1%} tail is 100 % or more" for a in dropped]
 
 
 __all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ALERT", "BURN_ALERTS", "MIN_MISSES", "PROMETHEUS_RULE", "RECORD",

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rtip.cli import main
 from serving.simulator import StaticPolicy, Trace
 from serving.simulator.promql import evaluate as sim_evaluate
 from serving.simulator.sim import Simulation
@@ -60,10 +61,13 @@ def test_each_target_is_read_at_the_bucket_at_or_below_it(tier: str, ttft_le: st
     assert f"vllm:request_time_per_output_token_seconds_bucket{{{sel},{tpot_le}}}" in expr
 
 
-def test_a_target_between_buckets_is_said_in_the_plan_notes() -> None:
-    notes = rule_notes("m", TIERS["standard"])
-    assert len(notes) == 1 and "no TTFT bucket at 2000 ms" in notes[0] and "over 1000 ms" in notes[0]
-    assert rule_notes("m", replace(TIERS["standard"], ttft_ms=2500)) == []
+def test_the_plan_shows_where_each_tier_s_targets_are_read(capsys) -> None:
+    """dev's tiers as `rtip plan --json` gives them: each target at vLLM's bucket at or below it."""
+    assert main(["plan", "dev", "--json"]) == 0
+    tiers = {t["name"]: t["alert_bounds_ms"] for t in json.loads(capsys.readouterr().out)["tiers"]}
+    assert tiers["interactive"] == {"ttft": 500, "tpot": 25}
+    assert tiers["standard"] == {"ttft": 1000, "tpot": 100}
+    assert tiers["batch"] == {"ttft": 5000, "tpot": 150}
 
 
 def test_a_target_below_the_smallest_bucket_is_refused() -> None:
