@@ -84,9 +84,11 @@ def prometheus_storage(env: Posture, cloud: Cloud) -> dict[str, Any]:
     }}}
 
 
-def prometheus_values(env: Posture, cloud: Cloud,
-                      alert_severities: list[str] | None = None) -> dict[str, Any]:
-    """`alert_severities`: those the stack names a webhook for (serving/alert_routes.py)."""
+def prometheus_values(env: Posture, cloud: Cloud, alert_severities: list[str] | None = None,
+                      cluster: tuple[str, str] | None = None) -> dict[str, Any]:
+    """`alert_severities`: those the stack names a webhook for (serving/alert_routes.py);
+    `cluster`: (name, region), which Prometheus puts on every alert it sends (`externalLabels`),
+    so a page from one of several regions says which."""
     routes = alertmanager_values(alert_severities or [])
     # Without these the operator picks up only monitors and rules labelled with its own release,
     # and the model servers' monitors and SLO rules would be silently ignored.
@@ -95,6 +97,7 @@ def prometheus_values(env: Posture, cloud: Cloud,
     return {
         "prometheus": {"prometheusSpec": {
             **selectors_open,
+            **({"externalLabels": {"cluster": cluster[0], "region": cluster[1]}} if cluster else {}),
             "replicas": env.controller_replicas,
             "retention": f"{env.metrics_retention_days}d",
             "storageSpec": prometheus_storage(env, cloud),
@@ -150,7 +153,9 @@ class ClusterAddons(pulumi.ComponentResource):
                                             additional_secret_outputs=["stringData", "data"])))
         rel[ChartKey.KUBE_PROMETHEUS_STACK] = helm_release(
             f"{name}-kube-prometheus-stack", ChartKey.KUBE_PROMETHEUS_STACK, MONITORING_NAMESPACE,
-            prometheus_values(env, cluster.cloud, sorted(alert_webhooks or {})), self, provider,
+            prometheus_values(env, cluster.cloud, sorted(alert_webhooks or {}),
+                              (cluster.name, cluster.region)),
+            self, provider,
             monitoring_after)
         rel[ChartKey.KSERVE_CRD] = helm_release(
             f"{name}-kserve-crd", ChartKey.KSERVE_CRD, KSERVE_NAMESPACE, {}, self, provider,

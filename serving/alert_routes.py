@@ -46,9 +46,9 @@ def alertmanager_values(severities: list[str]) -> dict[str, Any]:
     routes = [WATCHDOG_ROUTE, *({
         "receiver": receiver(s),
         "matchers": [f'alertname =~ "{ALERT}|{ABSENT_ALERT}"', f'severity = "{s}"'],
-        # The SLO alerts carry no namespace label (the chart groups by namespace): one
-        # notification per model and severity.
-        "group_by": ["alertname", "model", "severity"],
+        # The burn alerts carry no namespace label (the chart groups by namespace): one
+        # notification per cluster (Prometheus's external label), alert, model and severity.
+        "group_by": ["cluster", "alertname", "model", "severity"],
         "repeat_interval": REPEAT[s],
     } for s in ordered)]
     receivers = [{"name": NULL_RECEIVER}, *({

@@ -35,8 +35,12 @@ its first token (`v1/engine/output_processor.py` `abort_requests`), so a fleet t
 nothing shows no misses, and with no request in a window the ratio is NaN and nothing fires.
 A model whose metrics vanish (every pod gone, or none scraped) would silence them too; it has an
 alert of its own, `RtipModelMetricsAbsent`, a page after ABSENT_FOR without a single pod's
-`vllm:num_requests_running`. Its replica floor is never zero (at least one a zone) and its
-PodDisruptionBudget lets one pod go at a time, so no rollout or drain empties it.
+`vllm:num_requests_running`, for a model scraped within ABSENT_SEEN (a model still on its first
+cold start, 16 minutes end to end in the report FACTS.md section 7 cites, pages no one). Its
+replica floor is never zero (at least one a zone) and its PodDisruptionBudget lets one pod go at
+a time, so no rollout or drain empties it.
+An alert's long window must also hold requests from before its short window began: otherwise a
+new deployment's first minutes, all its windows hold, would read as a 3-day burn.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ PROMETHEUS_RULE = ("monitoring.coreos.com/v1", "PrometheusRule")
 ALERT = "RtipLatencyBudgetBurn"
 ABSENT_ALERT = "RtipModelMetricsAbsent"
 ABSENT_FOR = "10m"
+ABSENT_SEEN = "6h"  # the absent page needs the model to have been scraped within this
 RECORD = "slo:sli_error:ratio_rate{window}"
 MIN_MISSES = 10  # an alert's long window must hold this many misses' worth of requests
 
@@ -117,9 +122,10 @@ def error_ratio(model: str, namespace: str, tier: TierSpec, window: str) -> str:
     return f"{_miss_share(TTFT, ttft, sel, window)} + {_miss_share(REQUEST_TPOT, tpot, sel, window)}"
 
 
-def requests_in(model: str, namespace: str, window: str) -> str:
-    """Requests that had a first token over `window`."""
-    return f"sum(increase({TTFT}_count{{{_selector(model, namespace)}}}[{window}]))"
+def requests_in(model: str, namespace: str, window: str, offset: str | None = None) -> str:
+    """Requests that had a first token over `window` (ending `offset` ago)."""
+    shift = f" offset {offset}" if offset else ""
+    return f"sum(increase({TTFT}_count{{{_selector(model, namespace)}}}[{window}]{shift}))"
 
 
 def alerts_that_can_fire(tier: TierSpec) -> tuple[tuple[BurnAlert, ...], tuple[BurnAlert, ...]]:
@@ -143,9 +149,10 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
         long, short = (f'{RECORD.format(window=w)}{{model="{model}"}}'
                        for w in (a.long_window, a.short_window))
         traffic = f"{requests_in(model, namespace, a.long_window)} >= {min_requests(tier, a)}"
+        history = f"{requests_in(model, namespace, a.long_window, a.short_window)} > 0"
         alerts.append({
             "alert": ALERT,
-            "expr": f"{long} > {at:g} and {short} > {at:g} and on() {traffic}",
+            "expr": f"{long} > {at:g} and {short} > {at:g} and on() {traffic} and on() {history}",
             "labels": {"severity": a.severity, **series,
                        "long_window": a.long_window, "short_window": a.short_window},
             "annotations": {
@@ -159,7 +166,8 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
         })
     alerts.append({
         "alert": ABSENT_ALERT,
-        "expr": f"absent({RUNNING}{{{_selector(model, namespace)}}})",
+        "expr": (f"absent({RUNNING}{{{_selector(model, namespace)}}}) and on() "
+                 f"count(present_over_time({RUNNING}{{{_selector(model, namespace)}}}[{ABSENT_SEEN}]))"),
         "for": ABSENT_FOR,
         "labels": {"severity": "page", **series},
         "annotations": {
@@ -184,6 +192,7 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
             f"{a.burn_rate:g} x its {tier.tail:.1%} tail is 100 % or more" for a in dropped]
 
 
-__all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ALERT", "BURN_ALERTS", "MIN_MISSES", "PROMETHEUS_RULE", "RECORD",
-           "WINDOW_S", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire", "bound", "bounds",
-           "error_ratio", "min_requests", "prometheus_rule", "requests_in", "rule_notes", "threshold"]
+__all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BURN_ALERTS", "MIN_MISSES",
+           "PROMETHEUS_RULE", "RECORD", "WINDOW_S", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire",
+           "bound", "bounds", "error_ratio", "min_requests", "prometheus_rule", "requests_in", "rule_notes",
+           "threshold"]

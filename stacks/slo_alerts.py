@@ -4,9 +4,9 @@ Prometheus evaluates a rule group every `evaluationInterval`: kube-prometheus-st
 it empty, so the Prometheus CRD's default of 30 s applies (`crds/crd-prometheuses.yaml`). Each
 alert is evaluated the same way on the simulator's Prometheus, from the very recording expressions
 the PrometheusRule holds; the comparisons the alert's `and` joins (both windows' ratios over the
-threshold, enough requests in the long window) are done here, as the simulated PromQL has no
-comparison operators. Windows longer than the run read what the run has, as a Prometheus would
-over a new deployment.
+threshold, enough requests in the long window, requests from before the short window) are done
+here, as the simulated PromQL has no comparison operators or `offset`. Windows longer than the
+run read what the run has, as a Prometheus would over a new deployment.
 """
 
 from __future__ import annotations
@@ -45,12 +45,18 @@ def burn_alerts(store: Store, model: str, namespace: str, tier: TierSpec, end_s:
     ratios = {w: [_ratio(error_ratio(model, namespace, tier, w), store, t) for t in grid] for w in windows}
     counts = {w: [_ratio(requests_in(model, namespace, w), store, t) for t in grid]
               for w in {a.long_window for a in kept}}
+    # `offset` as the rule writes it: the long window, ending a short window ago.
+    history = {(a.long_window, a.short_window): [
+        _ratio(requests_in(model, namespace, a.long_window), store, t - WINDOW_S[a.short_window])
+        for t in grid] for a in kept}
     out: list[dict[str, object]] = []
     for a in kept:
         at, least = threshold(tier, a), min_requests(tier, a)
         # NaN (no requests in a window) compares false, as in PromQL.
-        firing = [t for i, t in enumerate(grid) if ratios[a.long_window][i] > at
-                  and ratios[a.short_window][i] > at and counts[a.long_window][i] >= least]
+        before = history[a.long_window, a.short_window]
+        firing = [t for i, t in enumerate(grid)
+                  if ratios[a.long_window][i] > at and ratios[a.short_window][i] > at
+                  and counts[a.long_window][i] >= least and before[i] > 0]
         out.append({"severity": a.severity, "burn_rate": a.burn_rate, "long_window": a.long_window,
                     "short_window": a.short_window, "threshold": at, "min_requests": least,
                     "first_fired_s": firing[0] if firing else None, "evaluations_firing": len(firing)})

@@ -60,16 +60,17 @@ def run_rule_tests(groups: list[dict[str, Any]], tests: list[dict[str, Any]], fo
 
 
 def evaluate(series: dict[str, str], queries: list[tuple[str, str]], folder: Path,
-             interval: str = "15s") -> list[dict[str, float]]:
+             interval: str = "15s", rules: list[dict[str, Any]] | None = None) -> list[dict[str, float]]:
     """Prometheus's value of each (query, eval time) over `series` (promtool's expanding notation
-    at `interval`): label set -> value. promtool prints what a query returned only when it
-    differs from the expectation, so every query expects a sample no query can return."""
+    at `interval`), with `rules` (groups) evaluated alongside: label set -> value. promtool prints
+    what a query returned only when it differs from the expectation, so every query expects a
+    sample no query can return."""
     impossible = [{"labels": '{__name__="never_returned"}', "value": -1}]
     tests = [{"interval": interval,
               "input_series": [{"series": s, "values": v} for s, v in series.items()],
               "promql_expr_test": [{"expr": q, "eval_time": t, "exp_samples": impossible}
                                    for q, t in queries]}]
-    done = run_rule_tests([], tests, folder, interval)
+    done = run_rule_tests(rules or [], tests, folder, interval)
     found = _FAILED.findall(done.stdout + done.stderr)
     assert len(found) == len(queries), done.stdout + done.stderr
     out = []

@@ -105,6 +105,17 @@ def test_each_receiver_reads_its_url_from_the_secret_alertmanager_mounts() -> No
     assert secrets[0].urn in release.dependencies
 
 
+def test_every_alert_names_the_cluster_and_region_it_comes_from() -> None:
+    """prod's four regions post to the same webhooks: each Prometheus labels its alerts with its
+    cluster and region (`externalLabels`), and notifications are grouped per cluster."""
+    labels = [r.inputs["values"]["prometheus"]["prometheusSpec"]["externalLabels"] for r in _releases("prod")]
+    regions = [r.region for r in spec_of("prod").regions]
+    assert sorted(x["region"] for x in labels) == sorted(regions)
+    assert len({x["cluster"] for x in labels}) == len(regions)
+    routes = _alertmanager_config("prod")["route"]["routes"]
+    assert all("cluster" in r["group_by"] for r in routes if r["receiver"] != "null")
+
+
 def test_the_pinned_alertmanager_reads_webhook_urls_from_files() -> None:
     """`url_file` on a webhook needs Alertmanager 0.26 or newer; older ones drop it (operator
     `webhookConfig.sanitize`), which would leave a receiver with no URL."""

@@ -42,8 +42,7 @@ def test_prod_passes_every_item_on_the_conversation_trace(model: str, capsys) ->
     failed = {i["item"]: i["detail"] for i in run["checklist"] if i["status"] != "PASS"}
     assert code == 0 and not failed, failed
     assert [i["status"] for i in run["checklist"]] == ["PASS"] * 4  # zone loss simulated, not skipped
-    # A zone lost within its error budget pages nobody: the model's burn-rate pages, evaluated as
-    # Prometheus would over the run, stay quiet. (The 1x ticket may fire in the run's first
-    # minutes, all its 3-day window then holds: the 70B's and the 8B's do.)
-    pages = [a for a in run["slo_alerts"] if a["severity"] == "page"]
-    assert len(pages) == 2 and [a for a in pages if a["first_fired_s"] is not None] == []
+    # A zone lost within its error budget pages nobody: the model's burn-rate alerts, evaluated as
+    # Prometheus would over the run, stay quiet.
+    assert len(run["slo_alerts"]) == 3
+    assert [a for a in run["slo_alerts"] if a["first_fired_s"] is not None] == []

@@ -25,12 +25,14 @@ from serving.slo_rules import (
     ABSENT_ALERT,
     ALERT,
     BURN_ALERTS,
+    RECORD,
     UnmeasurableTarget,
     alerts_that_can_fire,
     error_ratio,
     min_requests,
     prometheus_rule,
     rule_notes,
+    threshold,
 )
 from serving.tiers import TIERS, TierSpec
 from stacks.simulation import deployment, select
@@ -145,28 +147,29 @@ def test_a_burn_pages_and_tickets_when_the_workbook_says(tmp_path: Path) -> None
     reads 20t / (100 x its minutes of data) (100 requests a minute: past every traffic guard):
     - 1h window: t / 300 > 14.4 x 1 % from t = 43.2 (the 5m window reads 20 % by then);
     - 6h window (all data so far, 60 + t minutes): 0.2 t / (60 + t) > 6 % from t = 25.7;
-    - 3d window, and the 6h window as the ticket's short one: > 1 % from t = 3.2.
+    - 3d window, and the 6h window as the ticket's short one: > 1 % from t = 3.2, but the ticket
+      also needs requests from before its 6h short window, which this 3-hour feed never has.
     Each eval time below is at least 3 % of its threshold away from it, whether the window's left
     edge counts (promtool 2.42) or not (Prometheus 3: the 1h threshold moves to t = 42.5)."""
     rule = _rule("m", TIERS["interactive"])
     # promtool's `a+bxn` writes n + 1 values: minute 61 is the first of the second run
     good = f"0+{PER_MIN}x60 {60 * PER_MIN + 80}+80x119"
     series = _series(("0.5", "0.025"), good, f"0+{PER_MIN}x180", 180)
-    at = {"62m": set(), "66m": {"3d"}, "84m": {"3d"}, "88m": {"3d", "6h"}, "101m": {"3d", "6h"},
-          "106m": {"3d", "6h", "1h"}}
+    at = {"62m": set(), "84m": set(), "88m": {"6h"}, "101m": {"6h"}, "106m": {"6h", "1h"}}
     done = promtool.run_rule_tests(_groups(rule), [_alert_test(rule, series, at)], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_misses_within_the_budget_raise_nothing_and_a_slow_leak_only_a_ticket(tmp_path: Path) -> None:
     """0.8 % of requests missing TPOT for three days is within the 1 % budget: no alert. 1.5 %
-    spends the budget 1.5x too fast: the 1x ticket fires, neither page (6x is 6 %)."""
+    spends the budget 1.5x too fast: the 1x ticket fires once its long window holds requests from
+    before its 6h short window (at 7 h, not at 30 minutes), neither page (6x is 6 %)."""
     rule = _rule("m", TIERS["interactive"])
     minutes = 3 * 24 * 60 + 10
     within = _series(("0.5", "0.025"), f"0+{PER_MIN}x{minutes}", f"0+99.2x{minutes}", minutes)
     leak = _series(("0.5", "0.025"), f"0+{PER_MIN}x{minutes}", "0+98.5x" + str(minutes), minutes)
     tests = [_alert_test(rule, within, {"30m": set(), "7h": set(), "3d": set()}),
-             _alert_test(rule, leak, {"30m": {"3d"}, "7h": {"3d"}, "3d": {"3d"}})]
+             _alert_test(rule, leak, {"30m": set(), "7h": {"3d"}, "3d": {"3d"}})]
     done = promtool.run_rule_tests(_groups(rule), tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -174,40 +177,54 @@ def test_misses_within_the_budget_raise_nothing_and_a_slow_leak_only_a_ticket(tm
 def test_standard_ttft_misses_are_read_at_the_bucket_below_the_target(tmp_path: Path) -> None:
     """Standard's 2 s TTFT is read at the 1.0 s bucket (`le="1.0"`, as prometheus_client writes
     it): 10 % of requests over 1 s (and under 2.5 s, the next bucket) count as misses from the
-    start, so the 14.4x page (14.4 %) stays quiet and the 6x one (6 %) fires. The other buckets
-    are fed too, 160.0 among them: a matcher loose enough to take it for 1.0 would read -90 %."""
+    start, so the 14.4x page (14.4 %) stays quiet and the 6x one (6 %) fires once the feed is
+    older than its 30m short window (the ticket would need 6 h). The other buckets are fed too,
+    `le="160"` among them, which a loose `1|1.0` regex took for 1.0 (reading -90 %)."""
     rule = _rule("m", TIERS["standard"])
-    series = _series(("1.0", "0.1"), "0+90x30", f"0+{PER_MIN}x30", 30)
-    for le in ("2.5", "160.0", "+Inf"):
+    series = _series(("1.0", "0.1"), "0+90x60", f"0+{PER_MIN}x60", 60)
+    for le in ("2.5", "160", "+Inf"):
         series.append({"series": series[1]["series"].replace('le="1.0"', f'le="{le}"'),
-                       "values": f"0+{PER_MIN}x30"})
-    tests = [_alert_test(rule, series, {"20m": {"6h", "3d"}})]
+                       "values": f"0+{PER_MIN}x60"})
+    tests = [_alert_test(rule, series, {"20m": set(), "45m": {"6h"}})]
     done = promtool.run_rule_tests(_groups(rule), tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_a_quiet_hour_does_not_page_on_a_few_slow_requests(tmp_path: Path) -> None:
-    """One request every 6 minutes, 20 % of them slow: every window reads 20 %, past each
-    threshold, but an alert needs 10 misses' worth of requests in its long window (70 in the 1h
-    window at 14.4 %, 167 in 6h at 6 %, 1,000 in 3d at 1 %), and ten hours hold 100."""
+    """One request every 6 minutes for ten hours, every fifth one slow: after each slow one the
+    5m window reads 100 % and the longer ones about 20 %, past every threshold, but an alert needs
+    10 misses' worth of requests in its long window (70 in 1h at 14.4 %, 167 in 6h at 6 %, 1,000
+    in 3d at 1 %), and ten hours hold 100. Without that guard the 14.4x and 6x pages would fire:
+    Prometheus evaluates the two window conditions alone to a sample at those times."""
     rule = _rule("m", TIERS["interactive"])
     sel = f'namespace="{NS}",model_name="m",pod="m-predictor-0"'
     ttft, tpot = "vllm:time_to_first_token_seconds", "vllm:request_time_per_output_token_seconds"
-    series = [{"series": f"{ttft}_count{{{sel}}}", "values": "0+1x100"},
-              {"series": f'{ttft}_bucket{{{sel},le="0.5"}}', "values": "0+0.8x100"},
-              {"series": f"{tpot}_count{{{sel}}}", "values": "0+1x100"},
-              {"series": f'{tpot}_bucket{{{sel},le="0.025"}}', "values": "0+1x100"}]
-    test = {"interval": "6m", "input_series": series,
-            "alert_rule_test": [{"eval_time": t, "alertname": ALERT, "exp_alerts": []}
-                                for t in ("1h", "6h", "10h")]}
+    minutes = 600
+    done_by = [m // 6 for m in range(minutes + 1)]  # requests so far, minute by minute
+    fast_by = [n - n // 5 for n in done_by]  # every fifth request slow
+    series = [{"series": f"{ttft}_count{{{sel}}}", "values": " ".join(map(str, done_by))},
+              {"series": f'{ttft}_bucket{{{sel},le="0.5"}}', "values": " ".join(map(str, fast_by))},
+              {"series": f"{tpot}_count{{{sel}}}", "values": " ".join(map(str, done_by))},
+              {"series": f'{tpot}_bucket{{{sel},le="0.025"}}', "values": " ".join(map(str, done_by))}]
+    at = ["7h2m", "9h2m"]  # two minutes after the 70th and 90th requests, both slow
+    test = {"interval": "1m", "input_series": series,
+            "alert_rule_test": [{"eval_time": t, "alertname": ALERT, "exp_alerts": []} for t in at]}
     done = promtool.run_rule_tests(_groups(rule), [test], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [min_requests(TIERS["interactive"], a) for a in BURN_ALERTS] == [70, 167, 1000]
+    bare = [f'{RECORD.format(window=a.long_window)} > {threshold(TIERS["interactive"], a):g} and '
+            f'{RECORD.format(window=a.short_window)} > {threshold(TIERS["interactive"], a):g}'
+            for a in BURN_ALERTS[:2]]
+    asked = [(q, t) for q in bare for t in at]
+    got = promtool.evaluate({s["series"]: s["values"] for s in series}, asked, tmp_path, "1m",
+                            rules=_groups(rule))
+    assert all(got), dict(zip(asked, got, strict=True))
 
 
 def test_a_model_whose_metrics_vanish_pages_after_ten_minutes(tmp_path: Path) -> None:
     """Twenty minutes of scrapes, then none: Prometheus's 5-minute lookback keeps the last sample
-    until minute 25, `absent` holds from then, and the alert pages 10 minutes later, at 35."""
+    until minute 25, `absent` holds from then, and the alert pages 10 minutes later, at 35. A
+    model first scraped at minute 30 (its first cold start) pages no one before."""
     rule = _rule("m", TIERS["interactive"])
     sel = f'namespace="{NS}",model_name="m"'
     series = [{"series": f'vllm:num_requests_running{{{sel},pod="m-predictor-0"}}', "values": "3x20"}]
@@ -217,7 +234,10 @@ def test_a_model_whose_metrics_vanish_pages_after_ten_minutes(tmp_path: Path) ->
     test = {"interval": "1m", "input_series": series,
             "alert_rule_test": [{"eval_time": t, "alertname": ABSENT_ALERT, "exp_alerts": fired}
                                 for t, fired in (("24m", []), ("33m", []), ("37m", firing), ("60m", firing))]}
-    done = promtool.run_rule_tests(_groups(rule), [test], tmp_path)
+    late = {"interval": "1m", "input_series": [{**series[0], "values": "_x29 3x30"}],
+            "alert_rule_test": [{"eval_time": t, "alertname": ABSENT_ALERT, "exp_alerts": []}
+                                for t in ("15m", "29m", "45m")]}
+    done = promtool.run_rule_tests(_groups(rule), [test, late], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -282,7 +302,7 @@ def test_the_simulator_evaluates_the_emitted_keda_query_as_prometheus_does(tmp_p
 # --- the SLI on what vLLM exports, against the requests themselves --------------------------------
 @pytest.fixture(scope="module")
 def overloaded() -> tuple[Any, Any, Any]:
-    """The prod 8B (interactive) in one region at 1.6x its fleet's sized rate for four minutes,
+    """The prod 8B (interactive) in one region at 1.6x its fleet's sized rate for eight minutes,
     its floor of replicas fixed: requests miss their targets as the backlog grows."""
     plan = plan_of("prod")
     mp = select(plan, "llama-8b")[0]
@@ -290,7 +310,7 @@ def overloaded() -> tuple[Any, Any, Any]:
     rng = np.random.default_rng(7)
     replicas = mp.min_replicas
     rate = 1.6 * mp.capacity.qps * replicas
-    arrivals = np.cumsum(rng.exponential(1 / rate, int(rate * 240)))
+    arrivals = np.cumsum(rng.exponential(1 / rate, int(rate * 480)))
     trace = Trace(arrivals, rng.integers(200, 2000, len(arrivals)), rng.integers(20, 400, len(arrivals)),
                   source="poisson")
     sim = Simulation(trace, dep.sim_config(), "least-loaded", StaticPolicy(replicas))
@@ -338,12 +358,13 @@ def test_a_fleet_within_its_sized_rate_burns_no_budget(overloaded) -> None:
     assert len(quiet) == 3 and all(a["first_fired_s"] is None for a in quiet)
 
 
-def test_the_overloaded_fleet_pages_from_prometheus_first_evaluation(overloaded) -> None:
-    """Every alert the rule holds, evaluated every 30 s over the overloaded run: all three fire
-    at every evaluation, the first included (the run is younger than every long window, so each
-    reads the whole run). Checked first from the requests: by 30 s the requests finished already
-    ran past the TPOT bucket far more often than the fastest burn allows (decode overload: TTFT
-    holds while every admitted sequence slows the others)."""
+def test_the_overloaded_fleet_pages_once_prometheus_holds_five_minutes_of_it(overloaded) -> None:
+    """Every alert the rule holds, evaluated every 30 s over the overloaded run. Checked first
+    from the requests: by 30 s the requests finished already ran past the TPOT bucket far more
+    often than the fastest burn allows (decode overload: TTFT holds while every admitted sequence
+    slows the others). The 14.4x page also needs requests in its 1h window ending 5 minutes ago:
+    two scrapes (0 and 15 s) by then, so from 315 s, the 330 s evaluation, to the end. The 6x
+    page and the ticket need 30 minutes and 6 hours of history: never in an 8-minute run."""
     sim, result, dep = overloaded
     tier = dep.plan.tier_spec
     finished = result.arrival_s + result.e2e_s <= 30
@@ -351,5 +372,6 @@ def test_the_overloaded_fleet_pages_from_prometheus_first_evaluation(overloaded)
     assert np.mean(tpot > 0.025) > 14.4 * tier.tail
     fired = {a["burn_rate"]: a for a in burn_alerts(sim.store, dep.plan.model, NS, tier, result.end_s)}
     assert set(fired) == {14.4, 6.0, 1.0}
-    evaluations = int(result.end_s // 30)
-    assert all(a["first_fired_s"] == 30 and a["evaluations_firing"] == evaluations for a in fired.values())
+    evaluations = int(result.end_s // 30) - 330 // 30 + 1
+    assert fired[14.4]["first_fired_s"] == 330 and fired[14.4]["evaluations_firing"] == evaluations
+    assert fired[6.0]["first_fired_s"] is None and fired[1.0]["first_fired_s"] is None
