@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from rtip import chartfacts
 from rtip.cli import main
+from rtip.deploycheck.alerts import check_alerts, problems
 from serving import alert_routes
 from serving.slo_rules import ABSENT_ALERT, ALERT
 from tests import promtool
@@ -158,3 +160,23 @@ def test_a_webhook_secret_the_stack_does_not_hold_is_named(tmp_path: Path, capsy
     assert main(["plan", str(path)]) == 2
     err = capsys.readouterr().err
     assert "rtip:pagerHook" in err and "pulumi config set --secret" in err and "Traceback" not in err
+
+
+def test_the_plan_checks_the_facts_the_routing_rests_on() -> None:
+    """rtip plan's deploy-time check finds nothing in prod, and names each defect a release could
+    carry: a chart route dropped, a URL file outside every mounted Secret, an Alertmanager too old
+    for `url_file` (0.26: the operator's `webhookConfig.sanitize`)."""
+    assert check_alerts(record_of("prod")) == []
+    facts = chartfacts.for_release("kube-prometheus-stack", "88.5.3")
+    assert facts is not None
+    (release, *_) = _releases("prod")
+    chart_config = facts.defaults["alertmanager"]["config"]
+    good = facts.values(release.inputs["values"])["alertmanager"]
+    assert problems(good, chart_config) == []
+    bad = copy.deepcopy(good)
+    bad["config"]["route"]["routes"] = bad["config"]["route"]["routes"][1:]  # Watchdog's
+    bad["alertmanagerSpec"]["secrets"] = ["other"]
+    bad["alertmanagerSpec"]["image"]["tag"] = "v0.25.0"
+    found = problems(bad, chart_config)
+    assert len(found) == 4, found  # the route, two URL files, the version
+    assert "Watchdog" in found[0] and "/etc/alertmanager/secrets/other/" in found[1] and "0.26" in found[3]

@@ -10,11 +10,14 @@ Both read only the record (rtip/offline.py), so they run unchanged for any stack
   authorizes it before the provider's first call;
 - images (images.py): every image is pinned and pullable by its cluster;
 - capacity (capacity.py): every GPU pool has a node autoscaler that reaches its peak, AKS caches
-  sit on assembled NVMe, Prometheus persists, one node-feature-discovery per cluster.
+  sit on assembled NVMe, Prometheus persists, one node-feature-discovery per cluster;
+- alerts (alerts.py): Alertmanager keeps the chart's routes, and every webhook URL file is in a
+  mounted Secret of an Alertmanager that reads it.
 """
 
 from __future__ import annotations
 
+from rtip.deploycheck.alerts import check_alerts
 from rtip.deploycheck.capacity import check_capacity
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.images import check_images
@@ -28,8 +31,9 @@ from rtip.offline import Record
 def run_checks(record: Record) -> list[Finding]:
     """All findings, kinds first, each group in record order."""
     return [*check_kinds(record), *check_values(record), *check_scheduling(record),
-            *check_reach(record), *check_images(record), *check_capacity(record)]
+            *check_reach(record), *check_images(record), *check_capacity(record),
+            *check_alerts(record)]
 
 
-__all__ = ["Finding", "Severity", "check_capacity", "check_images", "check_kinds", "check_reach",
-           "check_scheduling", "check_values", "run_checks"]
+__all__ = ["Finding", "Severity", "check_alerts", "check_capacity", "check_images", "check_kinds",
+           "check_reach", "check_scheduling", "check_values", "run_checks"]

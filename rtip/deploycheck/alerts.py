@@ -1,0 +1,78 @@
+"""Alertmanager's configuration as a kube-prometheus-stack release renders it: the facts the SLO
+alerts' delivery (serving/alert_routes.py) rests on.
+
+- Helm replaces a list whole, so a release that sets `alertmanager.config.route.routes` or
+  `alertmanager.config.receivers` must restate the chart's own entries (its `null` receiver,
+  Watchdog's route), or every other alert of the chart loses its route;
+- a webhook's `url_file` must lie in a Secret `alertmanagerSpec.secrets` mounts: the Prometheus
+  Operator mounts each at /etc/alertmanager/secrets/<name>/ (v0.93.0 `pkg/alertmanager/
+  statefulset.go`, `secretsDir`);
+- `url_file` needs Alertmanager 0.26 or newer: the operator drops it for older versions
+  (`pkg/alertmanager/amcfg.go`, `webhookConfig.sanitize`), leaving a receiver with no URL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from rtip import chartfacts
+from rtip.deploycheck.findings import Finding
+from rtip.deploycheck.graph import HELM_RELEASE, cluster_of
+from rtip.offline import Record
+
+CHECK = "alerts"
+CHART = "kube-prometheus-stack"
+OPERATOR_SECRETS_DIR = "/etc/alertmanager/secrets"
+URL_FILE_SINCE = (0, 26)
+
+
+def problems(alertmanager: Mapping[str, Any], chart_config: Mapping[str, Any]) -> list[str]:
+    """What is wrong with `alertmanager` (the release's values coalesced over the chart's) given
+    the chart's own `alertmanager.config`."""
+    config = alertmanager.get("config") or {}
+    out: list[str] = []
+    routes = (config.get("route") or {}).get("routes") or []
+    for route in (chart_config.get("route") or {}).get("routes") or []:
+        if route not in routes:
+            out.append(f"alertmanager.config.route.routes drops the chart's route {route}")
+    names = [r.get("name") for r in config.get("receivers") or []]
+    for receiver in chart_config.get("receivers") or []:
+        if receiver.get("name") not in names:
+            out.append(f"alertmanager.config.receivers drops the chart's receiver {receiver.get('name')!r}")
+    spec = alertmanager.get("alertmanagerSpec") or {}
+    mounted = [f"{OPERATOR_SECRETS_DIR}/{s}/" for s in spec.get("secrets") or []]
+    files = [(r.get("name"), hook["url_file"]) for r in config.get("receivers") or []
+             for hook in r.get("webhook_configs") or [] if hook.get("url_file")]
+    for name, path in files:
+        if not any(path.startswith(m) for m in mounted):
+            out.append(f"receiver {name!r} reads its URL from {path}, in no Secret alertmanagerSpec.secrets "
+                       f"mounts ({', '.join(mounted) or 'none'})")
+    tag = str((spec.get("image") or {}).get("tag") or "")
+    version = re.match(r"v?(\d+)\.(\d+)", tag)
+    if files and (version is None or tuple(int(x) for x in version.groups()) < URL_FILE_SINCE):
+        out.append(f"webhook url_file needs Alertmanager 0.26 or newer; the release runs "
+                   f"{tag or 'an unknown tag'}")
+    return out
+
+
+def check_alerts(record: Record) -> list[Finding]:
+    findings: list[Finding] = []
+    for release in record.by_type(HELM_RELEASE):
+        chart, version = str(release.inputs.get("chart", "")), str(release.inputs.get("version", ""))
+        if chartfacts.chart_name(chart) != CHART:
+            continue
+        facts = chartfacts.for_release(chart, version)
+        if facts is None:
+            continue  # the values check says the chart is not vendored
+        merged = facts.values(release.inputs.get("values") or {})
+        cluster = cluster_of(record, release)
+        where = f"release {release.name}{f' on cluster {cluster.name}' if cluster else ''}"
+        for message in problems(merged.get("alertmanager") or {},
+                                (facts.defaults.get("alertmanager") or {}).get("config") or {}):
+            findings.append(Finding(CHECK, release.urn, f"{where}: {message}"))
+    return findings
+
+
+__all__ = ["CHECK", "OPERATOR_SECRETS_DIR", "check_alerts", "problems"]
