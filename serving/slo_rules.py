@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, RUNNING, TTFT, TTFT_BUCKETS
+from serving.simulator.promql import duration_s
 from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
 PROMETHEUS_RULE = ("monitoring.coreos.com/v1", "PrometheusRule")
@@ -75,7 +76,6 @@ BURN_ALERTS: tuple[BurnAlert, ...] = (
     BurnAlert("page", 6.0, "6h", "30m"),
     BurnAlert("ticket", 1.0, "3d", "6h"),
 )
-WINDOW_S = {"5m": 300, "30m": 1800, "1h": 3600, "6h": 21600, "3d": 259200}
 
 
 class UnmeasurableTarget(ValueError):
@@ -128,6 +128,11 @@ def requests_in(model: str, namespace: str, window: str, offset: str | None = No
     return f"sum(increase({TTFT}_count{{{_selector(model, namespace)}}}[{window}]{shift}))"
 
 
+def windows(alerts: tuple[BurnAlert, ...]) -> list[str]:
+    """Every window `alerts` read, shortest first: the error ratios to record."""
+    return sorted({w for a in alerts for w in (a.long_window, a.short_window)}, key=duration_s)
+
+
 def alerts_that_can_fire(tier: TierSpec) -> tuple[tuple[BurnAlert, ...], tuple[BurnAlert, ...]]:
     """(kept, dropped): an alert whose threshold is 1 or more could never fire on the share of
     requests it stands for, so a tier with a wide tail keeps fewer."""
@@ -139,10 +144,9 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
     """The PrometheusRule body of one model's latency SLO; its series are the model's pods in
     `namespace`."""
     kept, _ = alerts_that_can_fire(tier)
-    windows = sorted({w for a in kept for w in (a.long_window, a.short_window)}, key=WINDOW_S.__getitem__)
     series = {"model": model, "tier": str(tier.tier)}
     records = [{"record": RECORD.format(window=w), "expr": error_ratio(model, namespace, tier, w),
-                "labels": series} for w in windows]
+                "labels": series} for w in windows(kept)]
     alerts = []
     for a in kept:
         at = threshold(tier, a)
@@ -193,6 +197,6 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
 
 
 __all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BURN_ALERTS", "MIN_MISSES",
-           "PROMETHEUS_RULE", "RECORD", "WINDOW_S", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire",
+           "PROMETHEUS_RULE", "RECORD", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire",
            "bound", "bounds", "error_ratio", "min_requests", "prometheus_rule", "requests_in", "rule_notes",
-           "threshold"]
+           "threshold", "windows"]

@@ -13,16 +13,9 @@ from __future__ import annotations
 
 import math
 
-from serving.simulator.promql import Store
+from serving.simulator.promql import Store, duration_s
 from serving.simulator.promql import evaluate as promql
-from serving.slo_rules import (
-    WINDOW_S,
-    alerts_that_can_fire,
-    error_ratio,
-    min_requests,
-    requests_in,
-    threshold,
-)
+from serving.slo_rules import alerts_that_can_fire, error_ratio, min_requests, requests_in, threshold, windows
 from serving.tiers import TierSpec
 
 EVALUATION_INTERVAL_S = 30.0  # the Prometheus CRD's default `evaluationInterval`
@@ -40,14 +33,14 @@ def burn_alerts(store: Store, model: str, namespace: str, tier: TierSpec, end_s:
     """Each alert the rule holds: its threshold, when it first fired and for how many
     evaluations (None and 0 when it never did)."""
     kept, _ = alerts_that_can_fire(tier)
-    windows = sorted({w for a in kept for w in (a.long_window, a.short_window)}, key=WINDOW_S.__getitem__)
     grid = [every_s * i for i in range(1, int(end_s // every_s) + 1)]
-    ratios = {w: [_ratio(error_ratio(model, namespace, tier, w), store, t) for t in grid] for w in windows}
+    ratios = {w: [_ratio(error_ratio(model, namespace, tier, w), store, t) for t in grid]
+              for w in windows(kept)}
     counts = {w: [_ratio(requests_in(model, namespace, w), store, t) for t in grid]
               for w in {a.long_window for a in kept}}
     # `offset` as the rule writes it: the long window, ending a short window ago.
     history = {(a.long_window, a.short_window): [
-        _ratio(requests_in(model, namespace, a.long_window), store, t - WINDOW_S[a.short_window])
+        _ratio(requests_in(model, namespace, a.long_window), store, t - duration_s(a.short_window))
         for t in grid] for a in kept}
     out: list[dict[str, object]] = []
     for a in kept:

@@ -49,6 +49,14 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 6048
 AGGREGATIONS = frozenset({"sum", "avg", "max", "min", "count"})
 
 
+def duration_s(text: str) -> float:
+    """A PromQL duration of one unit (`30s`, `5m`, `3d`) in seconds."""
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d|w|y)", text)
+    if m is None:
+        raise PromQLError(f"PromQL: {text!r} is not a duration like 5m")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
 def _tokens(query: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     pos = 0
@@ -200,8 +208,7 @@ class _Parser:
             kind, raw = self.take()
             if kind != "dur":
                 raise PromQLError(f"PromQL: expected a duration like 5m in {self.query!r}, got {raw!r}")
-            unit = re.search(r"[a-z]+$", raw).group(0)  # type: ignore[union-attr]
-            window = float(raw[: -len(unit)]) * _UNITS[unit]
+            window = duration_s(raw)
             self.take("]")
         return _selector(name, tuple(matchers), window)
 
@@ -384,4 +391,5 @@ def evaluate(query: str, store: Store, t: float) -> Value:
     return result  # type: ignore[return-value]
 
 
-__all__ = ["LOOKBACK_S", "Labels", "Matcher", "PromQLError", "Series", "Store", "Vector", "evaluate", "parse"]
+__all__ = ["LOOKBACK_S", "Labels", "Matcher", "PromQLError", "Series", "Store", "Vector", "duration_s",
+           "evaluate", "parse"]
