@@ -7,10 +7,21 @@ import math
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from rtip.stackfile import PROJECT_DIR
+
+
+def _deployment(stack: str, model: str) -> tuple[Any, Any]:
+    """A shipped stack's one-region model and the deployment the simulator runs for it."""
+    from stacks.simulation import deployment, select
+    from tests.conftest import plan_of
+
+    plan = plan_of(stack)
+    (mp,) = select(plan, model)
+    return mp, deployment(plan, mp)
 
 
 def _load(name: str):
@@ -88,13 +99,9 @@ def test_capacity_check_runs_one_replica_at_the_claimed_rate() -> None:
 
 def test_autoscaling_benchmark_loses_a_zone_as_the_busiest_minute_begins() -> None:
     from serving.simulator import poisson
-    from stacks.simulation import deployment, select
-    from tests.conftest import plan_of
 
     bench = _load("autoscaling")
-    plan = plan_of("prod")
-    (mp,) = select(plan, "llama-3b")
-    dep = deployment(plan, mp)
+    mp, dep = _deployment("prod", "llama-3b")
     trace = poisson(mp.peak_qps, 240.0, (1155, 211), seed=5)
     loss = bench.zone_loss_at_peak(dep, trace, "plan")
     # The busiest 60 s window by hand: the arrival that starts the most arrivals within 60 s.
@@ -162,12 +169,8 @@ def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
 
 
 def _dep_for_warm_start(zones: tuple[str, ...], qps: float, headroom: float, peak: float = 10.0):
-    from stacks.simulation import deployment, select
-    from tests.conftest import plan_of
 
-    plan = plan_of("dev")
-    (mp,) = select(plan, "llama-1b")
-    dep = deployment(plan, mp)
+    mp, dep = _deployment("dev", "llama-1b")
     # The zone branch's terms as serving.autoscaling sets them: q (Z - 1) / Z, and a ceiling of
     # the peak and the tier's burst headroom.
     z = len(zones)
@@ -230,13 +233,9 @@ def test_zone_loss_sweep_takes_every_moment_and_passes_only_when_each_does(monke
 
 
 def test_overload_counts_a_zones_survivors_and_their_misses_grow_with_load() -> None:
-    from stacks.simulation import deployment, select
-    from tests.conftest import plan_of
 
     bench = _load("overload")
-    plan = plan_of("dev")
-    (mp,) = select(plan, "llama-1b")
-    dep = deployment(plan, mp)
+    mp, dep = _deployment("dev", "llama-1b")
     # A zone lost from the floor: 3 over 3 zones leaves 2, 6 leaves 4, 7 (3/2/2) leaves 4; one zone keeps all.
     for floor, zones, left in ((3, 3, 2), (6, 3, 4), (7, 3, 4), (2, 1, 2)):
         d = replace(dep, plan=replace(mp, min_replicas=floor),
@@ -273,13 +272,9 @@ def test_zone_loss_sweep_in_worker_processes_matches_the_sweep_in_process() -> N
     from concurrent.futures import ProcessPoolExecutor
 
     from serving.simulator import poisson
-    from stacks.simulation import deployment, select
-    from tests.conftest import plan_of
 
     bench = _load("autoscaling")
-    plan = plan_of("dev")
-    (mp,) = select(plan, "llama-1b")
-    dep = deployment(plan, mp)
+    mp, dep = _deployment("dev", "llama-1b")
     trace = poisson(mp.peak_qps, 700.0, (1155, 211), seed=6)
     assert len(bench.zone_loss_moments(trace)) == 2  # 300 and 600 s
     here = bench.zone_loss_sweep(dep, trace, "plan")
