@@ -180,3 +180,24 @@ def test_the_plan_checks_the_facts_the_routing_rests_on() -> None:
     found = problems(bad, chart_config)
     assert len(found) == 4, found  # the route, two URL files, the version
     assert "Watchdog" in found[0] and "/etc/alertmanager/secrets/other/" in found[1] and "0.26" in found[3]
+
+
+@pytest.mark.parametrize(("stack", "said"), [
+    ("prod", "page to the webhook in secret sloPageWebhook, ticket to the webhook in secret "
+             "sloTicketWebhook"),
+    ("dev", "no alert_webhooks, so they reach Alertmanager and notify no one"),
+])
+def test_rtip_plan_says_where_the_alerts_go(stack: str, said: str) -> None:
+    """The names are the stack files' own (stacks/Pulumi.prod.yaml names both; dev none)."""
+    import io
+
+    from rich.console import Console
+
+    from rtip import report
+    from tests.conftest import plan_of
+
+    doc = report.document(plan_of(stack), record_of(stack))
+    assert doc["alert_webhooks"] == stack_doc(stack)["config"]["rtip:platform"].get("alert_webhooks", {})
+    out = io.StringIO()
+    report.print_tables(doc, Console(file=out, width=400))
+    assert f"SLO alerts (burn rate per model, serving/slo_rules.py): {said}" in out.getvalue()
