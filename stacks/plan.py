@@ -9,7 +9,7 @@ says whether its sharing and floor were stated or planned.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from stacks.loader import SpecError, load_spec
 from stacks.model_plan import ModelRegionPlan, model_region_plan
 from stacks.naming import cluster_name
 from stacks.schema import GpuPoolSpec, RegionSpec, StackSpec
+from stacks.secrets import SecretState, secret_problems
 from stacks.tiers import resolve_tiers, tier_of
 
 
@@ -151,9 +152,12 @@ def plan_stack(spec: StackSpec, sizing: Sizing = measure) -> Plan:
     return Plan(spec, posture(spec.environment), tiers, tuple(regions))
 
 
-def load_plan(raw: Any, source: str) -> Plan:
-    """Validate the `rtip:platform` value, then plan it; every problem is a SpecError."""
+def load_plan(raw: Any, source: str, secrets: Callable[[str], SecretState] | None = None) -> Plan:
+    """Validate the `rtip:platform` value (and, given `secrets`, the secret config values it
+    names: stacks.secrets), then plan it; every problem is a SpecError."""
     spec = load_spec(raw, source)
+    if secrets is not None and (missing := secret_problems(spec, secrets)):
+        raise SpecError(source, missing)
     try:
         return plan_stack(spec)
     except PlanningError as err:

@@ -1,0 +1,108 @@
+"""Secret config values a stack names (stacks/secrets.py) are checked with the spec, before the
+program registers anything: unset or clear-text values exit 2 with the key path that names them."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+
+from components.secrets import secret_state
+from rtip import offline
+from rtip.cli import main
+from rtip.stackfile import load
+from stacks.secrets import SecretState, named_secrets, secret_problems
+from tests.conftest import spec_of, stack_doc, write_stack
+
+LOGIN = {"docker.io": {"username": "hubUser", "token": "hubToken"}}
+
+
+def _platform(stack: str, **over: object) -> dict:
+    platform = copy.deepcopy(stack_doc(stack)["config"]["rtip:platform"])
+    platform.update(over)
+    return platform
+
+
+def _stack_file(tmp_path: Path, platform: dict, drop: tuple[str, ...] = (),
+                plain: dict[str, str] | None = None) -> Path:
+    """write_stack gives every tenant key and webhook a `secure:` value; `drop` removes some,
+    `plain` sets some in clear text."""
+    path = write_stack(tmp_path, platform)
+    doc = yaml.safe_load(path.read_text())
+    for name in drop:
+        del doc["config"][f"rtip:{name}"]
+    for name, value in (plain or {}).items():
+        doc["config"][f"rtip:{name}"] = value
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_every_secret_a_shipped_stack_names_is_found_by_hand() -> None:
+    """prod's file names two tenant keys and two webhooks (read off the stack file itself)."""
+    doc = stack_doc("prod")["config"]["rtip:platform"]
+    by_hand = [(f"tenants[{i}].api_key_secret", t["api_key_secret"]) for i, t in enumerate(doc["tenants"])]
+    by_hand += [(f"alert_webhooks.{k}", v) for k, v in doc["alert_webhooks"].items()]
+    assert sorted(named_secrets(spec_of("prod"))) == sorted(by_hand)
+    assert len(by_hand) == 4
+
+
+def test_states_give_one_problem_per_unset_or_clear_text_name() -> None:
+    spec = spec_of("prod")
+    states = {"rtip:searchApiKey": SecretState.MISSING, "rtip:sloPageWebhook": SecretState.PLAIN}
+    found = secret_problems(spec, lambda key: states.get(key, SecretState.SECRET))
+    assert [(p.path, "does not set" in p.message, "clear text" in p.message) for p in found] == [
+        ("tenants[0].api_key_secret", True, False), ("alert_webhooks.page", False, True)]
+    assert secret_problems(spec, lambda key: SecretState.SECRET) == []
+
+
+def test_a_tenant_key_the_stack_does_not_set_exits_2_before_planning(tmp_path: Path, capsys) -> None:
+    path = _stack_file(tmp_path, _platform("dev"), drop=("mlTeamApiKey",))
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert (f"{path}: rtip:platform.tenants[0].api_key_secret: names config value 'rtip:mlTeamApiKey', "
+            "which the stack does not set; run `pulumi config set --secret mlTeamApiKey <value>`") in err
+    # Pulumi's own message (from require_secret inside the Platform component) never comes.
+    assert "Missing required configuration" not in err and "Traceback" not in err
+
+
+def test_the_runtime_tells_secret_from_clear_text_as_the_cli_hands_it_over() -> None:
+    """components.secrets reads the SDK's runtime config, which the CLI (and rtip/offline.py)
+    fill with the stack's values and the keys that were `secure:`."""
+    saved = (dict(pulumi.runtime.config.CONFIG.get()), set(pulumi.runtime.config._SECRET_KEYS.get()))
+    try:
+        pulumi.runtime.set_all_config({"rtip:hook": "https://h.example.com/x", "rtip:key": "k"},
+                                      ["rtip:key"])
+        assert [secret_state(k) for k in ("rtip:hook", "rtip:key", "rtip:gone")] == [
+            SecretState.PLAIN, SecretState.SECRET, SecretState.MISSING]
+    finally:
+        pulumi.runtime.set_all_config(saved[0], sorted(saved[1]))
+
+
+def test_a_webhook_url_in_clear_text_never_reaches_the_program(tmp_path: Path, capsys) -> None:
+    """Offline, the stack file loader refuses it first (an undeclared key of the project that is
+    not `secure:`); the program's own check is for the CLI's other ways in."""
+    platform = _platform("dev", alert_webhooks={"ticket": "ticketHook"})
+    path = _stack_file(tmp_path, platform, plain={"ticketHook": "https://hooks.example.com/t0ken"})
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: config.rtip:ticketHook: unknown key" in err and "`secure:` value" in err
+
+
+def test_a_registry_login_is_checked_too(tmp_path: Path) -> None:
+    platform = _platform("dev")
+    platform["registries"] = {**platform.get("registries", {}), "upstream_credentials": LOGIN}
+    path = _stack_file(tmp_path, platform)
+    with pytest.raises(offline.ProgramRejected) as rejected:
+        offline.run(load(str(path)))
+    message = str(rejected.value)
+    for field, name in (("username", "hubUser"), ("token", "hubToken")):
+        assert (f"rtip:platform.registries.upstream_credentials.docker.io.{field}: names config value "
+                f"'rtip:{name}', which the stack does not set") in message
+    # Both set as secrets, the same stack plans.
+    doc = yaml.safe_load(path.read_text())
+    doc["config"].update({"rtip:hubUser": {"secure": "v1:u"}, "rtip:hubToken": {"secure": "v1:t"}})
+    path.write_text(yaml.safe_dump(doc))
+    assert offline.run(load(str(path))).plan.spec.registries.upstream_credentials
