@@ -86,7 +86,8 @@ def prometheus_storage(env: Posture, cloud: Cloud) -> dict[str, Any]:
 
 def prometheus_values(env: Posture, cloud: Cloud, alert_severities: list[str] | None = None,
                       cluster: tuple[str, str] | None = None) -> dict[str, Any]:
-    """`alert_severities`: those the stack names a webhook for (serving/alert_routes.py);
+    """`alert_severities`: the webhooks this cluster's Alertmanager posts to (serving/alert_routes.py
+    WEBHOOKS);
     `cluster`: (name, region), which Prometheus puts on every alert it sends (`externalLabels`),
     so a page from one of several regions says which."""
     routes = alertmanager_values(alert_severities or [])
@@ -124,7 +125,8 @@ class ClusterAddons(pulumi.ComponentResource):
         """`store`: the region's registries: the GPU operators' and node preparation's images are
         pulled from there (by the digests `digests` pins, the stack's `registries.digests`), and
         the AMD operator's driver build pushes there. `alert_webhooks`: the SLO alerts' webhook
-        URL by severity (secret Outputs), kept in a Secret Alertmanager mounts."""
+        URL by severity and this cluster's heartbeat URL (secret Outputs, keyed as
+        serving/alert_routes.py WEBHOOKS), kept in a Secret Alertmanager mounts."""
         cache, notes = model_cache(cluster)
         cached = has_cache(cluster)
         super().__init__("rtip:k8s:ClusterAddons", name, {

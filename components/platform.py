@@ -26,6 +26,7 @@ from components.kit import CloudKit
 from components.logs import RequestLogs
 from components.models import ModelDeployment
 from components.namespaces import MODELS_NAMESPACE, SYSTEM_NAMESPACE, ClusterNamespaces
+from serving.alert_routes import cluster_webhooks
 from serving.hardware import Cloud
 from serving.netpol import ClusterNetwork
 from stacks.plan import Plan, RegionPlan
@@ -71,6 +72,8 @@ class Platform(pulumi.ComponentResource):
         self.tenant_keys = {t.name: config.require_secret(t.api_key_secret) for t in plan.spec.tenants}
         # The SLO alerts' webhook URLs, likewise (serving/alert_routes.py).
         self.alert_webhooks = {s: config.require_secret(key) for s, key in plan.spec.alert_webhooks.items()}
+        # Each region's heartbeat URL, for its cluster alone (serving/alert_routes.py).
+        self.heartbeats = {r: config.require_secret(key) for r, key in plan.spec.heartbeat_webhooks.items()}
         for cloud in dict.fromkeys(r.cloud for r in plan.regions):
             self._cloud(name, plan, KITS[cloud], plan.regions_of(cloud))
         self.clusters.sort(key=lambda c: [r.name for r in plan.regions].index(c.region))
@@ -91,7 +94,8 @@ class Platform(pulumi.ComponentResource):
                                                      providers[region.name], child)
             on_cluster = pulumi.ResourceOptions(parent=cluster)
             # Every namespace made on this cluster gets NetworkPolicies naming its network.
-            use_network(cluster.facts.provider, cluster_network(region, bool(plan.spec.alert_webhooks)))
+            webhooks = cluster_webhooks(self.alert_webhooks, self.heartbeats, region.name)
+            use_network(cluster.facts.provider, cluster_network(region, bool(webhooks)))
             namespaces = ClusterNamespaces(f"{region.cluster}-ns", cluster.facts, opts=on_cluster)
             for ns, made in namespaces.namespaces.items():
                 network_policies(f"{region.cluster}-ns-{ns}-netpol", made, ns, namespaces,
@@ -100,7 +104,7 @@ class Platform(pulumi.ComponentResource):
             models_ns = ready([namespaces.namespaces[MODELS_NAMESPACE]])
             addons = ClusterAddons(f"{region.cluster}-addons", cluster.facts, plan.posture, opts=on_cluster,
                                    store=stores[region.name], digests=plan.spec.registries.digests,
-                                   alert_webhooks=self.alert_webhooks)
+                                   alert_webhooks=webhooks)
             kit.identity(f"{region.cluster}-models", cluster, stores[region.name], models_ns, on_cluster)
             # The redacting log collector before the model servers: where the posture logs prompts,
             # they wait for it (and only it turns their logging on).

@@ -164,6 +164,7 @@ def document(plan: Plan, record: Record, findings: Sequence[Any] = ()) -> dict[s
         "tiers": _tiers(plan),
         # Where the models' SLO alerts go: severity -> the secret config value holding its webhook.
         "alert_webhooks": dict(spec.alert_webhooks),
+        "heartbeat_webhooks": dict(spec.heartbeat_webhooks),
         "clusters": clusters,
         "registries": registries,
         "models": model_rows,
@@ -203,10 +204,13 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
                           "stack" if t["stack_defined"] else "built-in",
                           " / ".join(f"{v:g}" for v in t["alert_bounds_ms"].values()))
     console.print(tiers)
-    hooks = doc["alert_webhooks"]
+    hooks, beats = doc["alert_webhooks"], doc["heartbeat_webhooks"]
     console.print("SLO alerts (burn rate per model, serving/slo_rules.py): " + (
         ", ".join(f"{s} to the webhook in secret {k}" for s, k in sorted(hooks.items())) if hooks
-        else "no alert_webhooks, so they reach Alertmanager and notify no one"), markup=False)
+        else "no alert_webhooks, so they reach Alertmanager and notify no one") + "; Watchdog " + (
+        "heartbeat per cluster to " + ", ".join(f"{r}: secret {k}" for r, k in beats.items()) if beats
+        else "to no one (no heartbeat_webhooks: a silent Prometheus or Alertmanager goes unnoticed)"),
+        markup=False)
 
     pools = Table(title="GPU pools", title_justify="left")
     for col in ("cluster", "pool", "machine type", "GPU", "GPUs/node", "nodes min-max", "at peak",

@@ -7,6 +7,16 @@ Alertmanager and notify no one. Helm merges maps and replaces lists, so the `rou
 `receivers` lists here restate the chart's (the `null` receiver, Watchdog's route) before adding
 one route and receiver per severity; `inhibit_rules` and the route's timings stay the chart's.
 
+A stack may also name a heartbeat webhook per region (`heartbeat_webhooks`, the key HEARTBEAT
+here): that cluster's `Watchdog` alert (`vector(1)`, always firing while Prometheus evaluates
+rules and Alertmanager delivers: chart `general.rules`, on by default) then goes there about every
+minute instead of to `null`, for an outside dead man's switch that pages when the pings stop.
+Without it, a dead Prometheus or Alertmanager silences every alert with nothing to say so. Each
+cluster runs its own Alertmanager, so each needs its own switch (stacks/checks.py refuses one
+shared), or the others' pings would hide its silence. It is sent without `send_resolved`:
+when Prometheus stops, Alertmanager resolves Watchdog after `resolve_timeout` (5 m in the chart),
+and a "resolved" post would read as one more ping.
+
 The URLs are secrets: each receiver reads its URL from a file (`url_file`, Alertmanager >= 0.26,
 which the Prometheus Operator keeps only for such versions: `pkg/alertmanager/amcfg.go`
 `webhookConfig.sanitize`; the chart runs v0.34.0), a key of one Secret in the monitoring namespace
@@ -16,34 +26,52 @@ that `alertmanagerSpec.secrets` mounts at /etc/alertmanager/secrets/<secret>/ (o
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from serving.slo_rules import ABSENT_ALERT, ALERT
 
+T = TypeVar("T")
 RECEIVER_SECRET = "rtip-slo-alert-receivers"
 SECRETS_DIR = "/etc/alertmanager/secrets"
-SEVERITIES = ("page", "ticket")
+SEVERITIES = ("page", "ticket")  # the SLO alerts'
+HEARTBEAT = "heartbeat"  # the chart's Watchdog, for a dead man's switch
+WEBHOOKS = (*SEVERITIES, HEARTBEAT)  # every key a stack's `alert_webhooks` may name
 # The chart's own entries the lists replace (values.yaml `alertmanager.config`).
 NULL_RECEIVER = "null"
-WATCHDOG_ROUTE = {"receiver": NULL_RECEIVER, "matchers": ['alertname = "Watchdog"']}
+WATCHDOG_MATCHERS = ['alertname = "Watchdog"']
+WATCHDOG_ROUTE = {"receiver": NULL_RECEIVER, "matchers": WATCHDOG_MATCHERS}
 # A page repeats hourly while it fires; a ticket twice a day (the chart's default repeat).
 REPEAT = {"page": "1h", "ticket": "12h"}
+# The heartbeat: sent at once, then re-sent at every group flush a minute apart (Alertmanager
+# re-sends a group once repeat_interval has passed, checked at each group_interval), so a ping
+# every one to two minutes; give the dead man's switch a period of at least five.
+HEARTBEAT_TIMING = {"group_wait": "0s", "group_interval": "1m", "repeat_interval": "1m"}
 
 
-def receiver(severity: str) -> str:
-    return f"rtip-slo-{severity}"
+def receiver(webhook: str) -> str:
+    return "rtip-heartbeat" if webhook == HEARTBEAT else f"rtip-slo-{webhook}"
 
 
-def alertmanager_values(severities: list[str]) -> dict[str, Any]:
-    """The `alertmanager` values for receivers of `severities` (a subset of SEVERITIES, each
-    a key of RECEIVER_SECRET holding its webhook URL); {} for none: the chart's routing stays."""
-    unknown = sorted(set(severities) - set(SEVERITIES))
+def cluster_webhooks(shared: Mapping[str, T], heartbeats: Mapping[str, T], region: str) -> dict[str, T]:
+    """What one region's Alertmanager posts to, keyed as WEBHOOKS: the stack's SLO webhooks and
+    that region's heartbeat alone."""
+    return {**shared, **({HEARTBEAT: heartbeats[region]} if region in heartbeats else {})}
+
+
+def alertmanager_values(webhooks: list[str]) -> dict[str, Any]:
+    """The `alertmanager` values for receivers of `webhooks` (a subset of WEBHOOKS, each a key of
+    RECEIVER_SECRET holding its webhook URL); {} for none: the chart's routing stays."""
+    unknown = sorted(set(webhooks) - set(WEBHOOKS))
     if unknown:
-        raise ValueError(f"alert severities {unknown}: expected some of {list(SEVERITIES)}")
-    if not severities:
+        raise ValueError(f"alert webhooks {unknown}: expected some of {list(WEBHOOKS)}")
+    if not webhooks:
         return {}
-    ordered = [s for s in SEVERITIES if s in severities]
-    routes = [WATCHDOG_ROUTE, *({
+    ordered = [s for s in SEVERITIES if s in webhooks]
+    heartbeat = HEARTBEAT in webhooks
+    watchdog = ({"receiver": receiver(HEARTBEAT), "matchers": WATCHDOG_MATCHERS, **HEARTBEAT_TIMING}
+                if heartbeat else WATCHDOG_ROUTE)
+    routes = [watchdog, *({
         "receiver": receiver(s),
         "matchers": [f'alertname =~ "{ALERT}|{ABSENT_ALERT}"', f'severity = "{s}"'],
         # The burn alerts carry no namespace label (the chart groups by namespace): one
@@ -53,11 +81,13 @@ def alertmanager_values(severities: list[str]) -> dict[str, Any]:
     } for s in ordered)]
     receivers = [{"name": NULL_RECEIVER}, *({
         "name": receiver(s),
-        "webhook_configs": [{"url_file": f"{SECRETS_DIR}/{RECEIVER_SECRET}/{s}", "send_resolved": True}],
-    } for s in ordered)]
+        "webhook_configs": [{"url_file": f"{SECRETS_DIR}/{RECEIVER_SECRET}/{s}",
+                             "send_resolved": s != HEARTBEAT}],
+    } for s in [*ordered, *([HEARTBEAT] if heartbeat else [])])]
     return {"config": {"route": {"routes": routes}, "receivers": receivers},
             "alertmanagerSpec": {"secrets": [RECEIVER_SECRET]}}
 
 
-__all__ = ["NULL_RECEIVER", "RECEIVER_SECRET", "REPEAT", "SECRETS_DIR", "SEVERITIES", "WATCHDOG_ROUTE",
-           "alertmanager_values", "receiver"]
+__all__ = ["HEARTBEAT", "HEARTBEAT_TIMING", "NULL_RECEIVER", "RECEIVER_SECRET", "REPEAT", "SECRETS_DIR",
+           "SEVERITIES", "WATCHDOG_MATCHERS", "WATCHDOG_ROUTE", "WEBHOOKS", "alertmanager_values",
+           "cluster_webhooks", "receiver"]

@@ -134,7 +134,7 @@ class ClusterNetwork:
     # Where private endpoints to the region's stores sit inside the network (AKS: the VNet's
     # `endpoints` subnet, components/azure/network.py), else None (the stores are outside).
     store_endpoints: IPv4Network | None = None
-    # Whether Alertmanager sends the SLO alerts to webhooks (the stack's `alert_webhooks`).
+    # Whether Alertmanager posts to webhooks (the stack's `alert_webhooks`, `heartbeat_webhooks`).
     alert_webhooks: bool = False
 
     def apiserver(self) -> str:
@@ -266,7 +266,8 @@ def outside(net: ClusterNetwork) -> tuple[Outside, ...]:
     # Prometheus scrapes every kubelet (10250, cAdvisor too) and node-exporter (9100).
     rows.append(Outside(PROMETHEUS, tcp(10250, 9100), None))
     if net.alert_webhooks:
-        # Alertmanager posts the SLO alerts to the stack's webhooks, HTTPS anywhere but the network.
+        # Alertmanager posts the SLO alerts and its heartbeat to the stack's webhooks, HTTPS
+        # anywhere but the network.
         rows.append(Outside(ALERTMANAGER, tcp(443), ANYWHERE, beyond))
     # The log collector's exporter: CloudWatch Logs, Cloud Logging or Application Insights over
     # HTTPS (none publishes fixed addresses), after the cloud's identity endpoint (none on Azure,

@@ -55,6 +55,7 @@ def check(spec: StackSpec) -> list[Problem]:
         *_check_regions(spec),
         *_check_models(spec),
         *_check_tenants(spec),
+        *_check_heartbeats(spec),
         *_check_aks_pools(spec),
         *check_values(spec),
         *check_limits(spec),
@@ -293,6 +294,28 @@ def _check_tenants(spec: StackSpec) -> Iterator[Problem]:
             if m != "*" and m not in models:
                 yield Problem(f"tenants[{i}].models[{j}]", f"model {m!r} is not in this stack; "
                               f"expected one of: {_choices(models | {'*'})}")
+
+
+def _check_heartbeats(spec: StackSpec) -> Iterator[Problem]:
+    """Each cluster its own dead man's switch: keyed by the stack's regions, all of them or none
+    (a region without one could lose its Prometheus or Alertmanager unnoticed), each URL a secret
+    of its own (two clusters pinging one switch would hide either's silence)."""
+    if not spec.heartbeat_webhooks:
+        return
+    regions = [r.region for r in spec.regions]
+    for region in spec.heartbeat_webhooks:
+        if region not in regions:
+            yield Problem(f"heartbeat_webhooks.{region}", f"region {region!r} is not in this stack; "
+                          f"expected one of: {_choices(set(regions))}")
+    missing = [r for r in regions if r not in spec.heartbeat_webhooks]
+    if missing:
+        yield Problem("heartbeat_webhooks", f"names no heartbeat for {', '.join(missing)}: give every "
+                      "region's cluster its own, or none")
+    shared = Counter(spec.heartbeat_webhooks.values())
+    for region, name in spec.heartbeat_webhooks.items():
+        if shared[name] > 1:
+            yield Problem(f"heartbeat_webhooks.{region}", f"secret {name!r} is named for more than one "
+                          "region: one switch would keep hearing the other clusters")
 
 
 # --- AKS agent pools ---------------------------------------------------------------------------

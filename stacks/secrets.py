@@ -1,10 +1,10 @@
 """The secret config values a stack names, checked before anything is planned or registered.
 
 A stack names secrets by config key: each tenant's `api_key_secret`, each `alert_webhooks`
-severity, each registry login's `username` and `token`. The program reads them with
-`pulumi.Config().require_secret`, which fails only where it is called: inside the Platform
-component, after that component and whatever came before it were registered, with Pulumi's own
-message and no key path. So the names are checked with the spec instead:
+severity, each region's `heartbeat_webhooks`, each registry login's `username` and `token`. The
+program reads them with `pulumi.Config().require_secret`, which fails only where it is called:
+inside the Platform component, after that component and whatever came before it were registered,
+with Pulumi's own message and no key path. So the names are checked with the spec instead:
 
 - a name the stack does not set is refused, with the command that sets it;
 - a name set as a plain value is refused too: `require_secret` would accept it and mark the
@@ -37,6 +37,8 @@ def named_secrets(spec: StackSpec) -> Iterator[tuple[str, str]]:
         yield f"tenants[{i}].api_key_secret", tenant.api_key_secret
     for severity, name in spec.alert_webhooks.items():
         yield f"alert_webhooks.{severity}", name
+    for region, name in spec.heartbeat_webhooks.items():
+        yield f"heartbeat_webhooks.{region}", name
     for host, login in spec.registries.upstream_credentials.items():
         yield f"registries.upstream_credentials.{host}.username", login.username
         yield f"registries.upstream_credentials.{host}.token", login.token

@@ -69,13 +69,15 @@ def stack_doc(stack: str) -> dict:
 
 def write_stack(tmp_path: Path, platform: object, name: str = "t", extra: dict | None = None) -> Path:
     """A stack file anywhere on disk whose `rtip:platform` is `platform`, with a `secure:` value
-    for every tenant key and alert webhook it names (the program reads them; `extra` may override
+    for every tenant key, alert webhook and heartbeat it names (the program reads them; `extra` may override
     any)."""
     path = tmp_path / f"Pulumi.{name}.yaml"
     tenants = platform.get("tenants", []) if isinstance(platform, dict) else []
     names = [t.get("api_key_secret") for t in tenants if isinstance(t, dict)]
     hooks = platform.get("alert_webhooks") if isinstance(platform, dict) else None
     names += list(hooks.values()) if isinstance(hooks, dict) else []
+    beats = platform.get("heartbeat_webhooks") if isinstance(platform, dict) else None
+    names += list(beats.values()) if isinstance(beats, dict) else []
     keys = {f"rtip:{n}": {"secure": "v1:test-placeholder"} for n in names if isinstance(n, str) and n}
     path.write_text(yaml.safe_dump({"config": {"rtip:platform": platform, **keys, **(extra or {})}}))
     return path

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from rtip import chartfacts
+from rtip import chartfacts, offline
 from rtip.cli import main
 from rtip.deploycheck.alerts import check_alerts, problems
+from rtip.stackfile import load
 from serving import alert_routes
 from serving.slo_rules import ABSENT_ALERT, ALERT
 from tests import promtool
@@ -72,8 +73,9 @@ def test_prod_pages_and_tickets_reach_their_webhooks_and_nothing_else_changes(tm
     assert _route(config, tmp_path, _alert("page")) == "rtip-slo-page"
     assert _route(config, tmp_path, _alert("ticket")) == "rtip-slo-ticket"
     assert _route(config, tmp_path, {**_alert("page"), "alertname": ABSENT_ALERT}) == "rtip-slo-page"
-    # The chart's own routing stays: Watchdog and every other alert to `null`, its inhibit rules kept.
-    assert _route(config, tmp_path, {"alertname": "Watchdog", "severity": "none"}) == "null"
+    # prod names a heartbeat for every region: the chart's Watchdog goes there.
+    assert _route(config, tmp_path, {"alertname": "Watchdog", "severity": "none"}) == "rtip-heartbeat"
+    # The chart's own routing stays otherwise: every other alert to `null`, its inhibit rules kept.
     assert _route(config, tmp_path, {"alertname": "KubePodCrashLooping", "severity": "warning"}) == "null"
     chart = yaml.safe_load(CHART_VALUES.read_text())["alertmanager"]["config"]
     assert config["inhibit_rules"] == chart["inhibit_rules"] and config["route"]["receiver"] == "null"
@@ -97,7 +99,7 @@ def test_each_receiver_reads_its_url_from_the_secret_alertmanager_mounts() -> No
     assert values["alertmanagerSpec"]["secrets"] == [alert_routes.RECEIVER_SECRET]
     files = {h["url_file"] for r in values["config"]["receivers"] for h in r.get("webhook_configs", [])}
     mounted = f"/etc/alertmanager/secrets/{alert_routes.RECEIVER_SECRET}"
-    assert files == {f"{mounted}/{s}" for s in ("page", "ticket")}
+    assert files == {f"{mounted}/{s}" for s in ("page", "ticket", "heartbeat")}
     secrets = [r for r in record.by_type("kubernetes:core/v1:Secret")
                if r.inputs["metadata"]["name"] == alert_routes.RECEIVER_SECRET
                and r.provider == release.provider]
@@ -115,7 +117,8 @@ def test_every_alert_names_the_cluster_and_region_it_comes_from() -> None:
     assert sorted(x["region"] for x in labels) == sorted(regions)
     assert len({x["cluster"] for x in labels}) == len(regions)
     routes = _alertmanager_config("prod")["route"]["routes"]
-    assert all("cluster" in r["group_by"] for r in routes if r["receiver"] != "null")
+    slo = [r for r in routes if r["receiver"].startswith("rtip-slo-")]
+    assert slo and all("cluster" in r["group_by"] for r in slo)
 
 
 def test_the_pinned_alertmanager_reads_webhook_urls_from_files() -> None:
@@ -179,14 +182,20 @@ def test_the_plan_checks_the_facts_the_routing_rests_on() -> None:
     bad["alertmanagerSpec"]["secrets"] = ["other"]
     bad["alertmanagerSpec"]["image"]["tag"] = "v0.25.0"
     found = problems(bad, chart_config)
-    assert len(found) == 4, found  # the route, two URL files, the version
-    assert "Watchdog" in found[0] and "/etc/alertmanager/secrets/other/" in found[1] and "0.26" in found[3]
+    assert len(found) == 5, found  # the route, three URL files, the version
+    assert "Watchdog" in found[0] and "/etc/alertmanager/secrets/other/" in found[1] and "0.26" in found[4]
+    # prod's Watchdog route goes to its heartbeat, not the chart's `null`: same matchers, so kept.
+    chart_watchdog, = chart_config["route"]["routes"]
+    ours = good["config"]["route"]["routes"][0]
+    assert ours["receiver"] != chart_watchdog["receiver"] and ours["matchers"] == chart_watchdog["matchers"]
 
 
 @pytest.mark.parametrize(("stack", "said"), [
     ("prod", "page to the webhook in secret sloPageWebhook, ticket to the webhook in secret "
-             "sloTicketWebhook"),
-    ("dev", "no alert_webhooks, so they reach Alertmanager and notify no one"),
+             "sloTicketWebhook; Watchdog heartbeat per cluster to us-east-1: secret heartbeatUsEast1, "
+             "us-west-2: secret heartbeatUsWest2, us-central1: secret heartbeatUsCentral1, "
+             "eastus: secret heartbeatEastus"),
+    ("dev", "no alert_webhooks, so they reach Alertmanager and notify no one; Watchdog to no one"),
 ])
 def test_rtip_plan_says_where_the_alerts_go(stack: str, said: str) -> None:
     """The names are the stack files' own (stacks/Pulumi.prod.yaml names both; dev none)."""
@@ -202,3 +211,69 @@ def test_rtip_plan_says_where_the_alerts_go(stack: str, said: str) -> None:
     out = io.StringIO()
     report.print_tables(doc, Console(file=out, width=400))
     assert f"SLO alerts (burn rate per model, serving/slo_rules.py): {said}" in out.getvalue()
+
+
+# --- the heartbeat: each cluster's Watchdog to its own dead man's switch -------------------------
+
+def test_each_region_pings_its_own_switch_and_only_it() -> None:
+    """cluster_webhooks gives a region the stack's SLO webhooks and its own heartbeat alone."""
+    shared = {"page": "P", "ticket": "T"}
+    beats = {"us-east-1": "H1", "eastus": "H2"}
+    assert alert_routes.cluster_webhooks(shared, beats, "eastus") == {
+        "page": "P", "ticket": "T", "heartbeat": "H2"}
+    assert alert_routes.cluster_webhooks(shared, {}, "eastus") == shared
+    # In prod every cluster's release routes Watchdog to a heartbeat receiver reading its URL file.
+    for release in _releases("prod"):
+        am = release.inputs["values"]["alertmanager"]
+        watchdog = am["config"]["route"]["routes"][0]
+        assert watchdog["matchers"] == ['alertname = "Watchdog"'] and watchdog["receiver"] == "rtip-heartbeat"
+        beat = next(r for r in am["config"]["receivers"] if r["name"] == "rtip-heartbeat")
+        (hook,) = beat["webhook_configs"]
+        assert hook["url_file"].endswith("/heartbeat")
+
+
+def test_the_heartbeat_pings_every_minute_or_two_and_never_says_resolved() -> None:
+    """Alertmanager re-sends a group at a group_interval flush once repeat_interval has passed
+    since the last send: with both at 1m a ping goes out every one or two minutes. A 'resolved'
+    post (sent when Prometheus stops, after resolve_timeout) would read as one more ping."""
+    config = _alertmanager_config("prod")
+    watchdog = config["route"]["routes"][0]
+    timing = (watchdog["group_wait"], watchdog["group_interval"], watchdog["repeat_interval"])
+    assert timing == ("0s", "1m", "1m")
+    (hook,) = next(r for r in config["receivers"] if r["name"] == "rtip-heartbeat")["webhook_configs"]
+    assert hook["send_resolved"] is False
+    pages = [h for r in config["receivers"] if r["name"].startswith("rtip-slo-")
+             for h in r["webhook_configs"]]
+    assert pages and all(h["send_resolved"] for h in pages)
+
+
+def test_a_heartbeat_alone_routes_only_watchdog(tmp_path: Path) -> None:
+    """A stack with heartbeats and no SLO webhooks: Watchdog to the switch, the SLO pages to
+    `null` as before, and Alertmanager may reach 443 outside the network."""
+    platform = copy.deepcopy(stack_doc("dev")["config"]["rtip:platform"])
+    platform["heartbeat_webhooks"] = {r["region"]: f"beat{i}" for i, r in enumerate(platform["regions"])}
+    path = write_stack(tmp_path, platform, extra={f"rtip:beat{i}": {"secure": "v1:x"}
+                                                  for i in range(len(platform["regions"]))})
+    record = offline.run(load(str(path)))
+    (release, *_) = [r for r in record.by_type(RELEASE) if r.inputs["name"] == "kube-prometheus-stack"]
+    chart = yaml.safe_load(CHART_VALUES.read_text())["alertmanager"]
+    config = _coalesce(chart, release.inputs["values"]["alertmanager"])["config"]
+    assert _route(config, tmp_path, {"alertname": "Watchdog", "severity": "none"}) == "rtip-heartbeat"
+    assert _route(config, tmp_path, _alert("page")) == "null"
+    assert reach(cluster_policies(record, "aws"), ALERTMANAGER, WEBHOOK, 443)
+
+
+@pytest.mark.parametrize(("beats", "path", "words"), [
+    ({"us-east-1": "b1", "mars-1": "b2"}, "heartbeat_webhooks.mars-1",
+     "region 'mars-1' is not in this stack"),
+    ({"us-east-1": "b1", "us-west-2": "b1"}, "heartbeat_webhooks.us-west-2",
+     "named for more than one region"),
+    ({"us-east-1": "b1"}, "heartbeat_webhooks", "names no heartbeat for us-west-2"),
+])
+def test_bad_heartbeats_are_named(tmp_path: Path, capsys, beats: dict[str, str], path: str,
+                                  words: str) -> None:
+    """prod's regions: us-east-1, us-west-2, us-central1, eastus."""
+    platform = {**stack_doc("prod")["config"]["rtip:platform"], "heartbeat_webhooks": beats}
+    assert main(["plan", str(write_stack(tmp_path, platform))]) == 2
+    err = capsys.readouterr().err
+    assert f"rtip:platform.{path}:" in err and words in err and "Traceback" not in err

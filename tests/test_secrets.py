@@ -41,12 +41,19 @@ def _stack_file(tmp_path: Path, platform: dict, drop: tuple[str, ...] = (),
 
 
 def test_every_secret_a_shipped_stack_names_is_found_by_hand() -> None:
-    """prod's file names two tenant keys and two webhooks (read off the stack file itself)."""
-    doc = stack_doc("prod")["config"]["rtip:platform"]
-    by_hand = [(f"tenants[{i}].api_key_secret", t["api_key_secret"]) for i, t in enumerate(doc["tenants"])]
-    by_hand += [(f"alert_webhooks.{k}", v) for k, v in doc["alert_webhooks"].items()]
-    assert sorted(named_secrets(spec_of("prod"))) == sorted(by_hand)
-    assert len(by_hand) == 4
+    """prod's file names two tenant keys, two SLO webhooks and four heartbeats, and holds a
+    `secure:` value for each: the file's secure keys are exactly the names found."""
+    doc = stack_doc("prod")
+    platform = doc["config"]["rtip:platform"]
+    by_hand = [(f"tenants[{i}].api_key_secret", t["api_key_secret"])
+               for i, t in enumerate(platform["tenants"])]
+    by_hand += [(f"alert_webhooks.{k}", v) for k, v in platform["alert_webhooks"].items()]
+    by_hand += [(f"heartbeat_webhooks.{k}", v) for k, v in platform["heartbeat_webhooks"].items()]
+    found = sorted(named_secrets(spec_of("prod")))
+    assert found == sorted(by_hand) and len(found) == 8
+    secure = {k.removeprefix("rtip:") for k, v in doc["config"].items()
+              if isinstance(v, dict) and "secure" in v}
+    assert secure == {name for _, name in found}
 
 
 def test_states_give_one_problem_per_unset_or_clear_text_name() -> None:

@@ -3,7 +3,8 @@ alerts' delivery (serving/alert_routes.py) rests on.
 
 - Helm replaces a list whole, so a release that sets `alertmanager.config.route.routes` or
   `alertmanager.config.receivers` must restate the chart's own entries (its `null` receiver,
-  Watchdog's route), or every other alert of the chart loses its route;
+  Watchdog's route, whose receiver a heartbeat may replace), or every other alert of the chart
+  loses its route;
 - a webhook's `url_file` must lie in a Secret `alertmanagerSpec.secrets` mounts: the Prometheus
   Operator mounts each at /etc/alertmanager/secrets/<name>/ (v0.93.0 `pkg/alertmanager/
   statefulset.go`, `secretsDir`);
@@ -33,9 +34,10 @@ def problems(alertmanager: Mapping[str, Any], chart_config: Mapping[str, Any]) -
     the chart's own `alertmanager.config`."""
     config = alertmanager.get("config") or {}
     out: list[str] = []
-    routes = (config.get("route") or {}).get("routes") or []
+    # A chart route may change receiver (Watchdog's goes to a heartbeat), not what it matches.
+    matched = [r.get("matchers") for r in (config.get("route") or {}).get("routes") or []]
     for route in (chart_config.get("route") or {}).get("routes") or []:
-        if route not in routes:
+        if route.get("matchers") not in matched:
             out.append(f"alertmanager.config.route.routes drops the chart's route {route}")
     names = [r.get("name") for r in config.get("receivers") or []]
     for receiver in chart_config.get("receivers") or []:
