@@ -85,7 +85,7 @@ class ModelDemand:
     context_tokens: int | None = None
     pool: str | None = None  # pin to one pool
     tensor_parallel: int | None = None  # pin the TP degree of whole-GPU options
-    growth_per_s: float | None = None  # None: the tier's burst_headroom (capacity.region_replicas)
+    growth_per_s: float | None = None  # stated growth; None: `traffic`'s (capacity.region_replicas)
     traffic: str = "conversation"  # whose growth table sets the headroom (serving.burst.TRAFFIC)
     replicas: tuple[int, int] | None = None  # (min, max) stated in the stack: overrides the sizing
     # The fewest replicas the model runs as in the region (its pools' fewest zones, or a smaller

@@ -225,9 +225,10 @@ def region_replicas(
     """Min and max replicas of a model in one region.
 
     Headroom for autoscale lag: traffic that grows at `growth_per_s` (fraction of peak per second)
-    for one cold start (`serving.coldstart.budget(...).total_s`) before the new replica serves.
-    Without a stated growth rate: the tier's `burst_headroom` or, when larger, how much the Azure
-    trace named by `traffic` (conversation or code) grows within one cold start (serving.burst).
+    for one cold start (`serving.coldstart.budget(...).total_s`) before the new replica serves, at
+    most the whole peak. Without a stated growth rate, how much the Azure trace named by `traffic`
+    (conversation or code) grows within one cold start (serving.burst). Either way the tier's
+    `burst_headroom` when that is larger.
     max: peak x (1 + headroom), spread so any one zone can be lost.
     min: the headroom alone (what must already run while a scale-up from idle cold-starts),
     spread the same way, and never below one replica per zone.
@@ -243,8 +244,15 @@ def region_replicas(
         else:
             headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
     else:
-        headroom = growth_per_s * cold_start_s
-        source = f"growth {growth_per_s:g}/s x cold start {cold_start_s:.0f} s"
+        # Traffic cannot rise by more than the whole stated peak (from nothing to its busiest);
+        # beyond that the stack is out of spec, as with the traces' tables (serving.burst).
+        grown = min(growth_per_s * cold_start_s, 1.0)
+        if grown > tier.burst_headroom:
+            headroom = grown
+            source = (f"stated growth {growth_per_s * 60:.3g} of peak a minute: {grown:.0%} of peak "
+                      f"within a {cold_start_s:.0f} s cold start")
+        else:
+            headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
     needed = math.ceil(peak_qps / replica_qps - 1e-9)
     high = _spread(math.ceil(peak_qps * (1 + headroom) / replica_qps - 1e-9), zones)
     low = min(high, max(zones, _spread(math.ceil(peak_qps * min(headroom, 1.0) / replica_qps), zones)))

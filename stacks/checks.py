@@ -234,6 +234,9 @@ def _check_models(spec: StackSpec) -> Iterator[Problem]:
         if names[model.name] > 1:
             yield Problem(f"{at}.name", f"model name {model.name!r} is used twice; names are "
                           "identities")
+        if model.growth_per_minute is not None and "traffic" in model.model_fields_set:
+            yield Problem(f"{at}.growth_per_minute", "states the traffic's growth, and so does "
+                          f"`traffic: {model.traffic}`; keep one of the two")
         if model.tier is not None and model.tier not in tiers:
             yield Problem(f"{at}.tier", f"unknown tier {model.tier!r}; expected one of: "
                           f"{known(tiers)}")

@@ -75,6 +75,7 @@ def demand_of(spec: StackSpec, model: ModelSpec, tiers: Mapping[str, TierSpec],
         context_tokens=model.max_model_len, pool=model.pool, tensor_parallel=model.tensor_parallel,
         replicas=(model.replicas.min, model.replicas.max) if model.replicas else None,
         fleet=fleet, traffic=model.traffic,
+        growth_per_s=None if model.growth_per_minute is None else model.growth_per_minute / 60,
     )
 
 

@@ -77,6 +77,13 @@ class ModelRegionPlan:
         return round(self.cost_per_replica_hour * self.max_replicas, 4)
 
 
+def growth_words(model: ModelSpec) -> str:
+    """How the stack states the model's traffic growth, for the replica source."""
+    if model.growth_per_minute is not None:
+        return f"growth {model.growth_per_minute:g} of peak a minute"
+    return f"{model.traffic} traffic"
+
+
 def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tier: TierSpec,
                       placed: ModelPlacement, pools: Sequence[gpu_config.PoolSharing]) -> ModelRegionPlan:
     """`pools` are the region's pools as planned (concrete sharing), so the resource is the one
@@ -90,7 +97,7 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
     reps = placed.replicas
     source = "spec" if model.replicas is not None else (
         f"peak {model.peak_qps:g} QPS / {placed.capacity.qps:.2f} QPS a replica, "
-        f"+{reps.headroom:.0%} headroom ({model.traffic} traffic), one zone lost")
+        f"+{reps.headroom:.0%} headroom ({growth_words(model)}), one zone lost")
     scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
                           profile(card, placed.slice, placed.quantization), reps,
                           model.tokens.input_tokens, model.tokens.output_tokens,

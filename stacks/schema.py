@@ -13,14 +13,29 @@ here has its plain-words reading in `PATTERN_WORDS`, which error messages show i
 
 from __future__ import annotations
 
-from ipaddress import IPv4Network
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
 from serving.images import MIRRORED_BY_DEFAULT
 from serving.models import Quantization
+from stacks.schema_base import (
+    CONFIG_KEY,
+    CONFIG_NAMESPACE,
+    GCP_PROJECT_NUMBER_PATTERN,
+    GCP_PROJECT_PATTERN,
+    KUBERNETES_VERSION_PATTERN,
+    NAME_PATTERN,
+    NAME_PREFIX_PATTERN,
+    TEXT_PATTERN,
+    UNIQUE,
+    Count,
+    Name,
+    Network,
+    Rate,
+    Text,
+    _Spec,
+)
 from stacks.schema_deployer import (
     DEPLOYER_PATTERN_WORDS,
     AwsDeployer,
@@ -28,16 +43,6 @@ from stacks.schema_deployer import (
     DeployerSpec,
     GcpDeployer,
 )
-
-CONFIG_NAMESPACE = "rtip"
-CONFIG_KEY = f"{CONFIG_NAMESPACE}:platform"
-
-NAME_PATTERN = r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$"
-TEXT_PATTERN = r"^\S(.*\S)?$"
-KUBERNETES_VERSION_PATTERN = r"^1\.(2[89]|3[0-9])$"
-GCP_PROJECT_PATTERN = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"
-GCP_PROJECT_NUMBER_PATTERN = r"^[0-9]{6,20}$"
-NAME_PREFIX_PATTERN = r"^[a-z][a-z0-9]{2,11}$"
 
 # What each pattern means, in the words an error message uses (never the regex itself).
 PATTERN_WORDS: dict[str, str] = {
@@ -52,39 +57,6 @@ PATTERN_WORDS: dict[str, str] = {
     NAME_PREFIX_PATTERN: "3 to 12 characters: lowercase letters and digits, starting with a letter",
     **DEPLOYER_PATTERN_WORDS,
 }
-
-Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
-Count = Annotated[int, Strict()]  # a whole number as YAML writes one: not "4", 4.0 or true
-Rate = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # a finite number; 2 and 2.5 both
-
-
-def _network_text(value: Any) -> Any:
-    """An IPv4 network written as text (`10.10.0.0/16`), with its host bits clear."""
-    if not isinstance(value, str):
-        raise PydanticCustomError("network_type", "expected an IPv4 network written as text, "
-                                  "e.g. 10.10.0.0/16")
-    try:
-        return IPv4Network(value)
-    except ValueError as err:
-        if "host bits set" in str(err):
-            fixed = IPv4Network(value, strict=False)
-            raise PydanticCustomError("network_host_bits", "{value} has host bits set; the network "
-                                      "it lies in is {fixed}", {"value": value, "fixed": str(fixed)}
-                                      ) from None
-        raise PydanticCustomError("network_parsing", "expected an IPv4 network: four numbers 0-255 "
-                                  "and a prefix length 0-32, e.g. 10.10.0.0/16") from None
-
-
-Network = Annotated[IPv4Network, BeforeValidator(_network_text)]
-# Lists whose items must differ: stacks.checks reports a repeat with its path; the JSON Schema
-# says so too, so editors flag it.
-UNIQUE: dict[str, Any] = {"uniqueItems": True}
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
 
 class WholeGpu(_Spec):
     """Each replica gets whole GPUs (tensor parallelism spans several)."""
@@ -289,6 +261,11 @@ class ModelSpec(_Spec):
         "conversation (chat: up to 40 % of peak within a 12-minute cold start) or code (on/off "
         "bursts: from nothing to peak within a minute, so the replica floor holds the peak). "
         "Sets the burst headroom the replicas hold for autoscale lag (default: conversation)."))
+    growth_per_minute: Rate | None = Field(default=None, gt=0, le=1, description=(
+        "How fast the model's traffic can grow, stated instead of `traffic` for traffic shaped "
+        "like neither trace: the largest rise within a minute, as a share of peak (0.05: 5 % of "
+        "peak a minute). The replicas hold that growth over one cold start (at most the whole "
+        "peak), or the tier's burst_headroom if larger. Default: none, `traffic` decides."))
 
 
 class TenantSpec(_Spec):

@@ -25,7 +25,7 @@ UNIQUE: dict[str, Any] = {"uniqueItems": True}
 
 
 def _network(value: Any) -> Any:
-    from stacks.schema import _network_text  # one parser and one message for every network field
+    from stacks.schema_base import _network_text  # one parser and one message for every network field
 
     return _network_text(value)
 

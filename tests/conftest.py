@@ -67,6 +67,25 @@ def stack_doc(stack: str) -> dict:
     return yaml.safe_load((PROJECT_DIR / "stacks" / f"Pulumi.{stack}.yaml").read_text())
 
 
+def only_regions(platform: dict, regions: list[dict]) -> dict:
+    """`platform` cut to `regions` (entries of its own), each keeping its heartbeat webhook."""
+    platform["regions"] = regions
+    names = {r["region"] for r in regions}
+    if "heartbeat_webhooks" in platform:
+        beats = platform["heartbeat_webhooks"]
+        platform["heartbeat_webhooks"] = {k: v for k, v in beats.items() if k in names}
+    return platform
+
+
+def add_region(platform: dict, region: dict, at: int | None = None) -> dict:
+    """`platform` with `region` added (at index `at`, else last) and, where the stack names
+    heartbeats (every region or none), a heartbeat secret of its own."""
+    platform["regions"].insert(len(platform["regions"]) if at is None else at, region)
+    if platform.get("heartbeat_webhooks"):
+        platform["heartbeat_webhooks"][region["region"]] = f"heartbeat-{region['region']}"
+    return platform
+
+
 def write_stack(tmp_path: Path, platform: object, name: str = "t", extra: dict | None = None) -> Path:
     """A stack file anywhere on disk whose `rtip:platform` is `platform`, with a `secure:` value
     for every tenant key, alert webhook and heartbeat it names (the program reads them; `extra` may override

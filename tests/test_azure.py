@@ -20,7 +20,7 @@ from rtip.synth import AZURE_SUBSCRIPTION
 from serving.hardware import GPUS, MACHINES, Cloud
 from stacks.naming import AKS_POOL_NAME, aks_pool_name
 from stacks.schema import AzureRegion
-from tests.conftest import plan_of, record_of, spec_of, stack_doc, write_stack
+from tests.conftest import only_regions, plan_of, record_of, spec_of, stack_doc, write_stack
 
 CLUSTER = "rtip:azure:Cluster"
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -335,7 +335,7 @@ def test_a_twelve_character_agent_pool_name_is_accepted(capsys, tmp_path) -> Non
 def test_non_prod_api_is_public_only_to_listed_cidrs(tmp_path, environment, tier, kms) -> None:
     doc = prod_platform()
     doc["environment"] = environment
-    doc["regions"] = [doc["regions"][AZURE]]
+    only_regions(doc, [doc["regions"][AZURE]])
     doc["regions"][0]["api_access_cidrs"] = ["203.0.113.0/24"]
     doc["models"] = [m for m in doc["models"] if m["name"] == "llama-70b"]
     doc["tenants"] = []

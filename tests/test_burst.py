@@ -110,3 +110,63 @@ def test_the_stack_schema_offers_exactly_the_shipped_growth_tables() -> None:
 
     offered = get_args(ModelSpec.model_fields["traffic"].annotation)
     assert set(offered) == set(TRAFFIC) and all(path.exists() for path in TRAFFIC.values())
+
+
+def _dev_with(**model: object):
+    import copy
+
+    from rtip.stackfile import load
+    from stacks.plan import load_plan
+
+    config = load("dev")
+    raw = copy.deepcopy(config.platform)
+    raw["models"][0].update(model)
+    for region in raw["regions"]:  # room for up to twice the peak at max
+        for pool in region.get("gpu_pools", []):
+            pool["max_nodes"] *= 4
+    name = raw["models"][0]["name"]
+    return next(m for m in load_plan(raw, config.source).models if m.model == name)
+
+
+def test_a_stated_growth_rate_sets_the_headroom_over_the_cold_start() -> None:
+    """5 % of peak a minute over the plan's own cold start, worked by hand; max holds the peak
+    plus it with a zone lost: ceil(ceil(peak (1 + h) / rate) / (Z - 1)) x Z."""
+    stated = _dev_with(growth_per_minute=0.05)
+    by_hand = max(stated.tier_spec.burst_headroom, min(0.05 * stated.cold_start.total_s / 60, 1.0))
+    assert stated.headroom == pytest.approx(by_hand)
+    # Neither the cap nor the tier's own headroom decides this case: the stated growth does.
+    assert stated.tier_spec.burst_headroom < 0.05 * stated.cold_start.total_s / 60 < 1.0
+    zones = 3
+    high = math.ceil(stated.peak_qps * (1 + by_hand) / stated.capacity.qps - 1e-9)
+    assert stated.max_replicas == math.ceil(high / (zones - 1)) * zones
+    assert "(growth 0.05 of peak a minute)" in stated.replicas_source
+
+
+def test_the_whole_peak_within_a_minute_is_the_code_trace() -> None:
+    """A second method: the code trace rises from nothing to its busiest minute within one
+    minute (its growth table's first row), so stating 1.0 of peak a minute must plan exactly
+    as `traffic: code` does (both capped at the whole peak over a longer cold start)."""
+    assert growth_within(60, "code") == 1.0
+    stated, code = _dev_with(growth_per_minute=1.0), _dev_with(traffic="code")
+    assert stated.cold_start.total_s > 60
+    assert (stated.headroom, stated.min_replicas, stated.max_replicas) == (
+        code.headroom, code.min_replicas, code.max_replicas) == (1.0, code.min_replicas, code.max_replicas)
+
+
+@pytest.mark.parametrize(("model", "path", "words"), [
+    ({"growth_per_minute": 0.1, "traffic": "code"}, "models[0].growth_per_minute",
+     "states the traffic's growth, and so does `traffic: code`; keep one of the two"),
+    ({"growth_per_minute": 1.5}, "models[0].growth_per_minute", "1"),
+    ({"growth_per_minute": 0}, "models[0].growth_per_minute", "0"),
+])
+def test_a_bad_growth_statement_is_named(tmp_path, capsys, model: dict, path: str, words: str) -> None:
+    import copy
+
+    from rtip.cli import main
+    from tests.conftest import stack_doc, write_stack
+
+    platform = copy.deepcopy(stack_doc("dev")["config"]["rtip:platform"])
+    platform["models"][0].update(model)
+    assert main(["plan", str(write_stack(tmp_path, platform))]) == 2
+    err = capsys.readouterr().err
+    assert f"rtip:platform.{path}:" in err and words in err and "Traceback" not in err

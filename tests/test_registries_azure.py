@@ -30,7 +30,7 @@ from rtip.synth import AZURE_SUBSCRIPTION, fake_ca
 from stacks.loader import load_spec
 from stacks.naming import storage_account
 from stacks.schema import AzureRegion, StackSpec
-from tests.conftest import record_of, spec_of, stack_doc, write_stack
+from tests.conftest import add_region, only_regions, record_of, spec_of, stack_doc, write_stack
 
 REGISTRY = "azure-native:containerregistry:Registry"
 REPLICATION = "azure-native:containerregistry:Replication"
@@ -72,7 +72,7 @@ def azure_platform(environment: str = "prod") -> dict:
     """The prod stack's Azure region alone, with one model, in `environment`."""
     doc = copy.deepcopy(stack_doc("prod")["config"]["rtip:platform"])
     doc["environment"] = environment
-    doc["regions"] = [r for r in doc["regions"] if r["cloud"] == "azure"]
+    only_regions(doc, [r for r in doc["regions"] if r["cloud"] == "azure"])
     doc["models"] = [m for m in doc["models"] if m["name"] == "llama-70b"]
     doc["tenants"] = []
     return doc
@@ -81,7 +81,7 @@ def azure_platform(environment: str = "prod") -> dict:
 @pytest.fixture(scope="module")
 def two_regions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Record, StackSpec]:
     doc = azure_platform()
-    doc["regions"].append({**SECOND, "gpu_pools": copy.deepcopy(doc["regions"][0]["gpu_pools"])})
+    add_region(doc, {**SECOND, "gpu_pools": copy.deepcopy(doc["regions"][0]["gpu_pools"])})
     path = write_stack(tmp_path_factory.mktemp("azure2"), doc)
     config = load(str(path))
     return offline.run(config), load_spec(config.platform, config.source)

@@ -11,7 +11,7 @@ from rtip import offline
 from rtip.stackfile import load
 from stacks.naming import weights_bucket
 from stacks.schema import GcpRegion
-from tests.conftest import record_of, spec_of, stack_doc, write_stack
+from tests.conftest import add_region, record_of, spec_of, stack_doc, write_stack
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def two_gcp_regions(tmp_path_factory):
     second = copy.deepcopy(doc["regions"][2])
     second.update(region="us-east4", zones=["us-east4-a", "us-east4-b", "us-east4-c"],
                   network={"cidr": "10.31.0.0/16"})
-    doc["regions"].insert(3, second)
+    add_region(doc, second, at=3)
     path = write_stack(tmp_path_factory.mktemp("gcp2"), doc, name="gcp2")
     return offline.run(load(str(path)))
 

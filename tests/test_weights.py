@@ -16,7 +16,7 @@ from rtip import weights
 from rtip.cli import main
 from stacks.loader import load_spec
 from stacks.naming import weights_bucket
-from tests.conftest import stack_doc
+from tests.conftest import only_regions, stack_doc
 
 REGIONS = ("us-east-1", "us-west-2")
 
@@ -39,7 +39,7 @@ def s3_server():
 @pytest.fixture
 def spec():
     doc = stack_doc("prod")["config"]["rtip:platform"]
-    doc["regions"] = [r for r in doc["regions"] if r["cloud"] == "aws"]
+    only_regions(doc, [r for r in doc["regions"] if r["cloud"] == "aws"])
     return load_spec(doc, "test")
 
 

@@ -71,7 +71,17 @@ def _need(spec: dict[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-class KedaAutoscaler:
+class HpaDriven:
+    """A policy whose replica count an HPA decides: a warm start seeds that HPA's history."""
+
+    hpa: Hpa
+
+    def warm(self, replicas: int, now: float = 0.0) -> None:
+        """Start as if `replicas` had been held up to `now` (see Hpa.hold)."""
+        self.hpa.hold(replicas, now)
+
+
+class KedaAutoscaler(HpaDriven):
     """A KEDA ScaledObject with one prometheus trigger, run as KEDA and the HPA would."""
 
     def __init__(self, spec: dict[str, Any], hpa_sync_s: float = SYNC_PERIOD_S) -> None:
@@ -127,10 +137,6 @@ class KedaAutoscaler:
             result = next(iter(result.values()))
         return result if math.isfinite(result) else None
 
-    def warm(self, replicas: int, now: float = 0.0) -> None:
-        """Start as if `replicas` had been held up to `now` (see Hpa.hold)."""
-        self.hpa.hold(replicas, now)
-
     def decide(self, now: float, view: FleetView) -> int:
         if now >= self._next_poll - 1e-9:
             self._last = self.poll(now, view)
@@ -168,7 +174,7 @@ class StaticPolicy:
 
 
 @dataclass
-class GpuUtilizationHpa:
+class GpuUtilizationHpa(HpaDriven):
     min_replicas: int
     max_replicas: int
     target_utilization: float = 0.7  # share of time busy, as the HPA's averageUtilization / 100
@@ -180,10 +186,6 @@ class GpuUtilizationHpa:
         if not 0 < self.target_utilization <= 1:
             raise ValueError(f"target_utilization must be in (0, 1], got {self.target_utilization}")
         self.hpa = Hpa(self.min_replicas, self.max_replicas, Behavior())
-
-    def warm(self, replicas: int, now: float = 0.0) -> None:
-        """Start as if `replicas` had been held up to `now` (see Hpa.hold)."""
-        self.hpa.hold(replicas, now)
 
     def decide(self, now: float, view: FleetView) -> int:
         utils = view.ready_gpu_utilization(now, self.interval_s)
