@@ -26,7 +26,8 @@ Every autoscaled policy starts warm (`warm_replicas`: the replicas the plan's qu
 trace's first minute) and is bounded by the plan's min and max.
 
 The plan, the zone reference and every baseline that meets the SLO on fewer GPU-hours than the
-plan then lose a zone: once as the busiest minute begins (`zone_loss_at_peak`), and once at each
+plan then lose a zone, the one holding the most ready replicas at that moment: once as the
+busiest minute begins (`zone_loss_at_peak`), and once at each
 of `zone_loss_moments` (every 300 s; `zone_loss_sweep`), since an SRE does not choose when a zone
 goes and the busiest minute is not the worst moment for every policy.
 
@@ -59,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import WAITING  # noqa: E402
 from serving.simulator import (  # noqa: E402
+    FULLEST,
     Clairvoyant,
     FleetConfig,
     GpuUtilizationHpa,
@@ -162,13 +164,16 @@ def warm_replicas(dep: Deployment, trace: Trace) -> int:
 
 
 def zone_loss_at(dep: Deployment, trace: Trace, policy: str, at_s: float) -> dict[str, object]:
-    """The checklist's zone-loss item for `policy`: the fleet's first zone lost at `at_s`."""
-    failure = ZoneFailure(dep.fleet.zones[0], at_s)
+    """The checklist's zone-loss item for `policy`: the zone with the most ready replicas at
+    `at_s` lost then (FULLEST: scale-in leaves zones only roughly even, so a fixed zone is not
+    always the worst)."""
+    failure = ZoneFailure(FULLEST, at_s)
     fleet = _start_fleet(dep, trace, policy)
     result = simulate(trace, dep.sim_config((failure,), fleet=fleet), "least-loaded",
                       _policy(policy, dep, trace))  # type: ignore[arg-type]
     item = checklist(result, replace(dep, fleet=fleet), trace, failure)[3]
-    return {"zone": failure.zone, "at_s": round(failure.at_s, 1), "status": item.status, **item.figures}
+    (_, zone), = result.extra["zones_lost"]  # type: ignore[misc]
+    return {"zone": zone, "at_s": round(failure.at_s, 1), "status": item.status, **item.figures}
 
 
 def zone_loss_at_peak(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from rtip.stackfile import StackFileError, load
-from serving.simulator import Simulation, Trace, ZoneFailure, load_azure_2023, load_csv, load_jsonl
+from serving.simulator import FULLEST, Simulation, Trace, ZoneFailure, load_azure_2023, load_csv, load_jsonl
 from stacks.loader import SpecError
 from stacks.plan import Plan, load_plan
 from stacks.simulation import SCALINGS, Deployment, SimulationInputError, deployment, select, trace_for
@@ -98,9 +98,9 @@ def simulate_one(plan: Plan, dep: Deployment, base: Trace, zone: tuple[str, floa
             raise BadInput(f"--start/--duration: no request of the scaled trace in that window ({mp.model})")
     failure = None
     if zone is not None:
-        if zone[0] not in dep.fleet.zones:
+        if zone[0] not in dep.fleet.zones and zone[0] != FULLEST:
             raise BadInput(f"--zone-loss: zone {zone[0]!r} is not one of {mp.model}'s zones in "
-                           f"{mp.region}: {', '.join(dep.fleet.zones)}")
+                           f"{mp.region}: {', '.join(dep.fleet.zones)} (or {FULLEST})")
         if not 0 <= zone[1] < trace.duration_s:
             raise BadInput(f"--zone-loss at {zone[1]:g} s: the run's trace lasts {trace.duration_s:.0f} s")
         failure = ZoneFailure(*zone)
@@ -114,7 +114,9 @@ def simulate_one(plan: Plan, dep: Deployment, base: Trace, zone: tuple[str, floa
     return {
         "model": mp.model, "region": mp.region, "tier": mp.tier, "peak_qps": mp.peak_qps,
         "trace": {"source": trace.source, "requests": len(trace), "duration_s": round(trace.duration_s, 3)},
-        "zone_loss": {"zone": failure.zone, "at_s": failure.at_s} if failure else None,
+        # The zone really lost: FULLEST is chosen when it fails.
+        "zone_loss": {"zone": result.extra["zones_lost"][0][1], "at_s": failure.at_s,
+                      "chosen": failure.zone == FULLEST} if failure else None,
         "inputs": dep.inputs(), "figures": figures(result, dep),  # type: ignore[arg-type]
         "checklist": [i.to_json() for i in items], "slo_alerts": alerts,
         "passed": all(i.status != "FAIL" for i in items),
@@ -246,7 +248,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="reach each model's peak by rate on the trace's own clock (default) or by "
                    "compressing time")
     p.add_argument("--model", help="one model of the stack (default: every model, in its first region)")
-    p.add_argument("--zone-loss", metavar="ZONE@SECONDS", help="lose ZONE at SECONDS into the run")
+    p.add_argument("--zone-loss", metavar="ZONE@SECONDS",
+                   help=f"lose ZONE at SECONDS into the run ({FULLEST}: the zone with the most ready "
+                        "replicas then)")
     p.add_argument("--start", type=float, default=0.0, metavar="SECONDS",
                    help="simulate the scaled trace from here (default 0)")
     p.add_argument("--duration", type=float, metavar="SECONDS",

@@ -6,6 +6,8 @@ receiver (only `Watchdog` has a route, to `null` too), so without this the alert
 Alertmanager and notify no one. Helm merges maps and replaces lists, so the `routes` and
 `receivers` lists here restate the chart's (the `null` receiver, Watchdog's route) before adding
 one route and receiver per severity; `inhibit_rules` and the route's timings stay the chart's.
+The chart's alerts for notifications that failed to send go to every SLO receiver, so a broken
+webhook is reported through the other.
 
 A stack may also name a heartbeat webhook per region (`heartbeat_webhooks`, the key HEARTBEAT
 here): that cluster's `Watchdog` alert (`vector(1)`, always firing while Prometheus evaluates
@@ -47,6 +49,9 @@ REPEAT = {"page": "1h", "ticket": "12h"}
 # re-sends a group once repeat_interval has passed, checked at each group_interval), so a ping
 # every one to two minutes; give the dead man's switch a period of at least five.
 HEARTBEAT_TIMING = {"group_wait": "0s", "group_interval": "1m", "repeat_interval": "1m"}
+# The chart's alerts for notifications Alertmanager failed to send (its `alertmanager.rules`,
+# from the Alertmanager mixin; on by default), which it routes to `null` like the rest.
+DELIVERY_ALERTS = ("AlertmanagerFailedToSendAlerts", "AlertmanagerClusterFailedToSendAlerts")
 
 
 def receiver(webhook: str) -> str:
@@ -71,7 +76,17 @@ def alertmanager_values(webhooks: list[str]) -> dict[str, Any]:
     heartbeat = HEARTBEAT in webhooks
     watchdog = ({"receiver": receiver(HEARTBEAT), "matchers": WATCHDOG_MATCHERS, **HEARTBEAT_TIMING}
                 if heartbeat else WATCHDOG_ROUTE)
-    routes = [watchdog, *({
+    # A webhook Alertmanager cannot deliver to (a wrong URL, a port the network policy closes, a
+    # service down) raises the chart's own delivery alerts; each goes to every SLO receiver, so
+    # the one that still works says the other is failing.
+    failures = [{
+        "receiver": receiver(s),
+        "matchers": [f'alertname =~ "{"|".join(DELIVERY_ALERTS)}"'],
+        "group_by": ["cluster", "alertname", "integration"],
+        "repeat_interval": REPEAT["ticket"],
+        **({"continue": True} if i < len(ordered) - 1 else {}),
+    } for i, s in enumerate(ordered)]
+    routes = [watchdog, *failures, *({
         "receiver": receiver(s),
         "matchers": [f'alertname =~ "{ALERT}|{ABSENT_ALERT}"', f'severity = "{s}"'],
         # The burn alerts carry no namespace label (the chart groups by namespace): one
@@ -88,6 +103,6 @@ def alertmanager_values(webhooks: list[str]) -> dict[str, Any]:
             "alertmanagerSpec": {"secrets": [RECEIVER_SECRET]}}
 
 
-__all__ = ["HEARTBEAT", "HEARTBEAT_TIMING", "NULL_RECEIVER", "RECEIVER_SECRET", "REPEAT", "SECRETS_DIR",
-           "SEVERITIES", "WATCHDOG_MATCHERS", "WATCHDOG_ROUTE", "WEBHOOKS", "alertmanager_values",
-           "cluster_webhooks", "receiver"]
+__all__ = ["DELIVERY_ALERTS", "HEARTBEAT", "HEARTBEAT_TIMING", "NULL_RECEIVER", "RECEIVER_SECRET",
+           "REPEAT", "SECRETS_DIR", "SEVERITIES", "WATCHDOG_MATCHERS", "WATCHDOG_ROUTE", "WEBHOOKS",
+           "alertmanager_values", "cluster_webhooks", "receiver"]

@@ -75,6 +75,11 @@ def test_prod_pages_and_tickets_reach_their_webhooks_and_nothing_else_changes(tm
     assert _route(config, tmp_path, {**_alert("page"), "alertname": ABSENT_ALERT}) == "rtip-slo-page"
     # prod names a heartbeat for every region: the chart's Watchdog goes there.
     assert _route(config, tmp_path, {"alertname": "Watchdog", "severity": "none"}) == "rtip-heartbeat"
+    # The chart's alerts for notifications that failed to send reach both SLO receivers, so a
+    # broken page webhook is ticketed and a broken ticket webhook paged.
+    for failed in ("AlertmanagerFailedToSendAlerts", "AlertmanagerClusterFailedToSendAlerts"):
+        labels = {"alertname": failed, "integration": "webhook", "severity": "warning"}
+        assert _route(config, tmp_path, labels) == "rtip-slo-page,rtip-slo-ticket"
     # The chart's own routing stays otherwise: every other alert to `null`, its inhibit rules kept.
     assert _route(config, tmp_path, {"alertname": "KubePodCrashLooping", "severity": "warning"}) == "null"
     chart = yaml.safe_load(CHART_VALUES.read_text())["alertmanager"]["config"]

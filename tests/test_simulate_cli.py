@@ -109,6 +109,19 @@ def test_a_zone_loss_without_zone_surplus_fails_the_error_budget(
         assert code == 1
 
 
+def test_losing_the_fullest_zone_names_the_zone_it_took(
+        tmp_path: Path, traces: dict[str, Path], capsys) -> None:
+    """Six replicas over three zones run two a zone when the loss comes: a tie, so the fullest is
+    the first listed, us-east-1a, and the run is the one that names it."""
+    stack = _stack(tmp_path, "z", 5.0, (6, 6), ["us-east-1a", "us-east-1b", "us-east-1c"])
+    _, chosen = _run(capsys, str(stack), "--trace", str(traces["long"]), "--zone-loss", "fullest@120")
+    _, named = _run(capsys, str(stack), "--trace", str(traces["long"]), "--zone-loss", "us-east-1a@120")
+    (run,), (same,) = chosen["models"], named["models"]
+    assert run["zone_loss"] == {"zone": "us-east-1a", "at_s": 120.0, "chosen": True}
+    assert same["zone_loss"]["chosen"] is False
+    assert _item(chosen, "zone loss")["figures"] == _item(named, "zone loss")["figures"]
+
+
 def test_the_json_has_every_figure(tmp_path: Path, traces: dict[str, Path], capsys) -> None:
     # Time scaling keeps every request of the file (rate scaling, the default, adds or drops some).
     _, doc = _run(capsys, "dev", "--trace", str(traces["short"]), "--model", "llama-1b", "--scale", "time")

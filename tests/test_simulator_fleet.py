@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from serving.simulator import (
+    FULLEST,
     ColdStartSpec,
     EngineConfig,
     FleetConfig,
@@ -188,3 +189,30 @@ def test_fleet_input_errors():
         _cfg(1, zone_failures=(ZoneFailure("z", 1.0),))
     with pytest.raises(ValueError, match="router"):
         simulate(Trace([0.0], [10], [2]), _cfg(1), router="random")
+
+
+def test_the_fullest_zone_is_the_one_with_most_ready_replicas():
+    """a: r0, r3; b: r1; c: r2 ready, and a new pod starting in b (placed where fewest run):
+    ready replicas 2/1/1, so a is the fullest; a starting pod does not count."""
+    fleet = _ready_fleet(("a", "b", "c"), 4, slots=4)
+    assert _per_zone(fleet) == {"a": 2, "b": 1, "c": 1}
+    assert fleet.place(50.0).zone == "b"  # starting: b and c tie, b listed first
+    assert fleet.fullest_zone() == "a"
+    fleet.fail_zone("a", 60.0)
+    assert fleet.fullest_zone() == "b"  # b and c tie on one ready each: the first listed
+
+
+def test_a_fullest_zone_failure_takes_the_zone_that_holds_most_when_it_fails():
+    """Three replicas over zones a, b: a holds r0 and r2, b holds r1. Losing the fullest zone at
+    100 s loses a (two replicas, the in-flight requests of both), where losing b loses one."""
+    cold = ColdStartSpec(full_s=300.0, warm_s=60.0, node_ready_s=150.0)
+    trace = poisson(3.0, 600, (300, 100), seed=4)
+    fullest = simulate(trace, _cfg(3, ("a", "b"), max_seqs=64, cold_start=cold,
+                                   zone_failures=(ZoneFailure(FULLEST, 100.0),)))
+    named = simulate(trace, _cfg(3, ("a", "b"), max_seqs=64, cold_start=cold,
+                                 zone_failures=(ZoneFailure("a", 100.0),)))
+    b_only = simulate(trace, _cfg(3, ("a", "b"), max_seqs=64, cold_start=cold,
+                                  zone_failures=(ZoneFailure("b", 100.0),)))
+    assert fullest.extra["zones_lost"] == [(100.0, "a")]
+    assert (fullest.ok == named.ok).all() and set(fullest.replica[~fullest.ok]) == {0, 2}
+    assert fullest.failed > b_only.failed > 0

@@ -14,6 +14,7 @@ Pure Python (numpy, scipy); imports nothing from the Pulumi side. Modules, one p
 
 from serving.simulator.config import (
     BLOCK_SIZE,
+    FULLEST,
     ColdStartSpec,
     EngineConfig,
     FleetConfig,
@@ -44,6 +45,7 @@ from serving.simulator.traces import (
 
 __all__ = [
     "BLOCK_SIZE",
+    "FULLEST",
     "Clairvoyant",
     "ColdStartSpec",
     "EngineConfig",

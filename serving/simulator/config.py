@@ -173,9 +173,15 @@ class FleetConfig:
                              f"cannot hold {self.initial_replicas} replicas")
 
 
+# A ZoneFailure's zone chosen when it fails: the one holding the most ready replicas then (ties:
+# the first listed), which loses the most serving capacity at once. Scale-in keeps zones only
+# roughly even (serving.simulator.fleet), so a fixed zone is not always the worst to lose.
+FULLEST = "fullest"
+
+
 @dataclass(frozen=True)
 class ZoneFailure:
-    zone: str
+    zone: str  # a zone of the fleet, or FULLEST
     at_s: float
 
 
@@ -191,5 +197,5 @@ class Targets:
             raise ValueError(f"Targets expects positive ttft_s and tpot_s, got {self}")
 
 
-__all__ = ["BLOCK_SIZE", "ColdStartSpec", "EngineConfig", "FleetConfig", "StepTime", "Targets",
+__all__ = ["BLOCK_SIZE", "FULLEST", "ColdStartSpec", "EngineConfig", "FleetConfig", "StepTime", "Targets",
            "ZoneFailure", "default_batch_limits"]

@@ -225,6 +225,17 @@ class Fleet:
         if replica.state == DRAINING and replica.engine.idle and not replica.engine.busy:
             self._release(replica, now)
 
+    def fullest_zone(self) -> str:
+        """The zone still up with the most ready replicas (ties: the first listed)."""
+        up = [z for z in self.cfg.zones if z not in self.down_zones]
+        if not up:
+            raise RuntimeError("every zone is down: none left to lose")
+        ready = {z: 0 for z in up}
+        for r in self.replicas:
+            if r.state == READY and r.zone in ready:
+                ready[r.zone] += 1
+        return max(up, key=lambda z: ready[z])  # max keeps the first of equals
+
     def fail_zone(self, zone: str, now: float) -> list[Replica]:
         """Lose `zone`: its nodes and replicas vanish; returns the replicas lost."""
         self.down_zones.add(zone)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from serving.simulator.config import EngineConfig, FleetConfig, Targets, ZoneFailure
+from serving.simulator.config import FULLEST, EngineConfig, FleetConfig, Targets, ZoneFailure
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
@@ -49,8 +49,9 @@ class SimConfig:
         if self.scrape_interval_s <= 0 or self.sample_interval_s <= 0:
             raise ValueError("SimConfig expects positive scrape_interval_s and sample_interval_s")
         for failure in self.zone_failures:
-            if failure.zone not in self.fleet.zones:
-                raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones}")
+            if failure.zone not in self.fleet.zones and failure.zone != FULLEST:
+                raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones} "
+                                 f"or {FULLEST!r}")
         for start, end in self.metric_outages:
             if not start < end:
                 raise ValueError(f"metric outage window must have start < end, got {(start, end)}")
@@ -72,6 +73,7 @@ class Simulation:
         self.requests: list[SimRequest] = []
         self._outstanding = 0
         self._scale_events: list[tuple[float, int, int]] = []
+        self._zones_lost: list[tuple[float, str]] = []
         self._last_busy: dict[int, tuple[float, float]] = {}  # rid -> (time, busy_s) at last scrape
         self._util_mark: dict[int, tuple[float, float]] = {}  # the same, at the last autoscaler read
         self._stale_marked: set[int] = set()
@@ -234,7 +236,9 @@ class Simulation:
                 elif kind == "ready":
                     self.fleet.on_ready(obj)  # type: ignore[arg-type]
                 elif kind == "zone":
-                    self.fleet.fail_zone(obj, t)  # type: ignore[arg-type]
+                    zone = self.fleet.fullest_zone() if obj == FULLEST else str(obj)
+                    self._zones_lost.append((t, zone))
+                    self.fleet.fail_zone(zone, t)
                     self._flush_lost(t)
                     self.fleet.scale_to(self.fleet.spec_replicas, t)
                 elif kind == "node_gc":
@@ -291,7 +295,8 @@ class Simulation:
             series={k: np.asarray(v, dtype=float) for k, v in self._series.items()},
             scale_events=self._scale_events, starts=starts, gpu_hours=node_hours,
             replica_gpu_hours=replica_hours, end_s=end,
-            extra={"autoscaler_history": getattr(self.autoscaler, "history", None)},
+            extra={"autoscaler_history": getattr(self.autoscaler, "history", None),
+                   "zones_lost": list(self._zones_lost)},
         )
 
 
