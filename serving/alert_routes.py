@@ -6,18 +6,20 @@ receiver (only `Watchdog` has a route, to `null` too), so without this the alert
 Alertmanager and notify no one. Helm merges maps and replaces lists, so the `routes` and
 `receivers` lists here restate the chart's (the `null` receiver, Watchdog's route) before adding
 one route and receiver per severity; `inhibit_rules` and the route's timings stay the chart's.
-The chart's alerts for notifications that failed to send go to every SLO receiver, so a broken
-webhook is reported through the other.
+The chart's alerts for notifications that failed to send go to every SLO receiver, so while one
+still works a failing webhook is reported (they name the integration, `webhook`, not which one).
 
 A stack may also name a heartbeat webhook per region (`heartbeat_webhooks`, the key HEARTBEAT
 here): that cluster's `Watchdog` alert (`vector(1)`, always firing while Prometheus evaluates
 rules and Alertmanager delivers: chart `general.rules`, on by default) then goes there about every
-minute instead of to `null`, for an outside dead man's switch that pages when the pings stop.
+two minutes instead of to `null`, for an outside dead man's switch that pages when the pings stop.
 Without it, a dead Prometheus or Alertmanager silences every alert with nothing to say so. Each
 cluster runs its own Alertmanager, so each needs its own switch (stacks/checks.py refuses one
 shared), or the others' pings would hide its silence. It is sent without `send_resolved`:
-when Prometheus stops, Alertmanager resolves Watchdog after `resolve_timeout` (5 m in the chart),
-and a "resolved" post would read as one more ping.
+when Prometheus stops, Alertmanager resolves Watchdog once its last `EndsAt` passes (Prometheus
+sets it 4 x max(evaluation interval, 1 m) ahead), about 4 minutes later, and a "resolved" post
+would read as one more ping. The pings go on until then: the switch pages about 4 minutes plus
+its period after Prometheus stops.
 
 The URLs are secrets: each receiver reads its URL from a file (`url_file`, Alertmanager >= 0.26,
 which the Prometheus Operator keeps only for such versions: `pkg/alertmanager/amcfg.go`
@@ -45,9 +47,11 @@ WATCHDOG_MATCHERS = ['alertname = "Watchdog"']
 WATCHDOG_ROUTE = {"receiver": NULL_RECEIVER, "matchers": WATCHDOG_MATCHERS}
 # A page repeats hourly while it fires; a ticket twice a day (the chart's default repeat).
 REPEAT = {"page": "1h", "ticket": "12h"}
-# The heartbeat: sent at once, then re-sent at every group flush a minute apart (Alertmanager
-# re-sends a group once repeat_interval has passed, checked at each group_interval), so a ping
-# every one to two minutes; give the dead man's switch a period of at least five.
+# The heartbeat: sent at once, then re-sent at a group flush (every group_interval) once
+# repeat_interval has passed since the last send. Alertmanager logs a send when the POST returns,
+# so the flush exactly one interval later finds a little less than repeat_interval gone and skips
+# (alertmanager#676: 5m and 5m mailed every 10 minutes): a ping about every 2 minutes. Give the
+# dead man's switch a period of at least five.
 HEARTBEAT_TIMING = {"group_wait": "0s", "group_interval": "1m", "repeat_interval": "1m"}
 # The chart's alerts for notifications Alertmanager failed to send (its `alertmanager.rules`,
 # from the Alertmanager mixin; on by default), which it routes to `null` like the rest.
@@ -78,7 +82,9 @@ def alertmanager_values(webhooks: list[str]) -> dict[str, Any]:
                 if heartbeat else WATCHDOG_ROUTE)
     # A webhook Alertmanager cannot deliver to (a wrong URL, a port the network policy closes, a
     # service down) raises the chart's own delivery alerts; each goes to every SLO receiver, so
-    # the one that still works says the other is failing.
+    # while one still works, failed deliveries reach someone. The alerts are per integration
+    # (page, ticket and heartbeat are all `webhook`), so they say that a webhook fails, not which;
+    # with one SLO receiver they go to that one, failing or not.
     failures = [{
         "receiver": receiver(s),
         "matchers": [f'alertname =~ "{"|".join(DELIVERY_ALERTS)}"'],

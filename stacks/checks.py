@@ -315,10 +315,14 @@ def _check_heartbeats(spec: StackSpec) -> Iterator[Problem]:
         yield Problem("heartbeat_webhooks", f"names no heartbeat for {', '.join(missing)}: give every "
                       "region's cluster its own, or none")
     shared = Counter(spec.heartbeat_webhooks.values())
+    alerting = set(spec.alert_webhooks.values())
     for region, name in spec.heartbeat_webhooks.items():
         if shared[name] > 1:
             yield Problem(f"heartbeat_webhooks.{region}", f"secret {name!r} is named for more than one "
                           "region: one switch would keep hearing the other clusters")
+        if name in alerting:
+            yield Problem(f"heartbeat_webhooks.{region}", f"secret {name!r} is also an alert_webhooks "
+                          "URL: the heartbeat would post there every two minutes")
 
 
 # --- AKS agent pools ---------------------------------------------------------------------------

@@ -364,7 +364,7 @@ class StackSpec(_Spec):
     heartbeat_webhooks: dict[Text, Text] = Field(default_factory=dict, description=(
         "Where each region's Watchdog heartbeat goes, by region: the name of a secret config value "
         "holding the HTTPS URL of that cluster's own dead man's switch, which pages when the pings "
-        "(one every one to two minutes) stop. One switch a cluster: a shared one keeps hearing "
+        "(about one every two minutes) stop. One switch a cluster: a shared one keeps hearing "
         "the others. Every region, or none. Default: none."))
     deployer: DeployerSpec | None = Field(default=None, description=(
         "Where `pulumi up` runs and as whom; required where the posture's API is private (prod). "

@@ -161,6 +161,12 @@ def _in(arrival: np.ndarray, spans: list[tuple[float, float]]) -> np.ndarray:
     return mask
 
 
+def _lost_zone(result: SimResult, failure: ZoneFailure) -> str:
+    """The zone the run really lost (a FULLEST failure picks it when it fails)."""
+    lost = [zone for at, zone in result.extra.get("zones_lost") or [] if at == failure.at_s]  # type: ignore[union-attr]
+    return lost[0] if lost else failure.zone
+
+
 def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneFailure | None,
               util_target: float = UTIL_TARGET) -> list[Item]:
     arrival = result.arrival_s
@@ -232,7 +238,8 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
         share = bad / n if n else 0.0
         items.append(Item(
             "zone loss served within the error budget", "PASS" if share <= budget + 1e-12 else "FAIL",
-            f"zone {zone_loss.zone} lost at {zone_loss.at_s:g} s: {bad} of {n} requests failed or missed "
+            f"zone {_lost_zone(result, zone_loss)} lost at {zone_loss.at_s:g} s: {bad} of {n} requests "
+            "failed or missed "
             f"a target in the next {cold:.0f} s ({share:.2%}; budget {budget:.2%})",
             {"bad": bad, "requests": n, "bad_share": _num(share), "error_budget": _num(budget),
              "failed_in_flight": int(in_flight.sum())}))

@@ -156,8 +156,8 @@ def test_the_whole_peak_within_a_minute_is_the_code_trace() -> None:
 @pytest.mark.parametrize(("model", "path", "words"), [
     ({"growth_per_minute": 0.1, "traffic": "code"}, "models[0].growth_per_minute",
      "states the traffic's growth, and so does `traffic: code`; keep one of the two"),
-    ({"growth_per_minute": 1.5}, "models[0].growth_per_minute", "1"),
-    ({"growth_per_minute": 0}, "models[0].growth_per_minute", "0"),
+    ({"growth_per_minute": 1.5}, "models[0].growth_per_minute", "must be at most 1 (got 1.5)"),
+    ({"growth_per_minute": 0}, "models[0].growth_per_minute", "must be more than 0 (got 0)"),
 ])
 def test_a_bad_growth_statement_is_named(tmp_path, capsys, model: dict, path: str, words: str) -> None:
     import copy

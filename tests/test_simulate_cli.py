@@ -120,6 +120,7 @@ def test_losing_the_fullest_zone_names_the_zone_it_took(
     assert run["zone_loss"] == {"zone": "us-east-1a", "at_s": 120.0, "chosen": True}
     assert same["zone_loss"]["chosen"] is False
     assert _item(chosen, "zone loss")["figures"] == _item(named, "zone loss")["figures"]
+    assert _item(chosen, "zone loss")["detail"].startswith("zone us-east-1a lost at 120 s:")
 
 
 def test_the_json_has_every_figure(tmp_path: Path, traces: dict[str, Path], capsys) -> None:

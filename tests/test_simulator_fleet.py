@@ -192,14 +192,26 @@ def test_fleet_input_errors():
 
 
 def test_the_fullest_zone_is_the_one_with_most_ready_replicas():
-    """a: r0, r3; b: r1; c: r2 ready, and a new pod starting in b (placed where fewest run):
-    ready replicas 2/1/1, so a is the fullest; a starting pod does not count."""
-    fleet = _ready_fleet(("a", "b", "c"), 4, slots=4)
-    assert _per_zone(fleet) == {"a": 2, "b": 1, "c": 1}
-    assert fleet.place(50.0).zone == "b"  # starting: b and c tie, b listed first
-    assert fleet.fullest_zone() == "a"
-    fleet.fail_zone("a", 60.0)
-    assert fleet.fullest_zone() == "b"  # b and c tie on one ready each: the first listed
+    """Ready replicas decide, not the zones' order and not pods still starting."""
+    fleet = _ready_fleet(("a", "b", "c"), 3, slots=4)  # one ready replica a zone
+    for zone in ("c", "c", "b"):  # c: two more ready, b: one
+        node = next(n for n in fleet.nodes if n.zone == zone)
+        fleet.on_ready(fleet._add_replica(node, 10.0, 10.0, warm=True))
+    assert _ready_in(fleet) == {"a": 1, "b": 2, "c": 3}
+    assert fleet.fullest_zone() == "c"  # the last listed
+    # Two pods starting in b would make it the fullest if starting pods counted.
+    node_b = next(n for n in fleet.nodes if n.zone == "b")
+    for _ in range(2):
+        fleet._add_replica(node_b, 20.0, 900.0, warm=True)
+    assert _per_zone(fleet)["b"] > _per_zone(fleet)["c"] and fleet.fullest_zone() == "c"
+    fleet.fail_zone("c", 30.0)
+    assert fleet.fullest_zone() == "b"
+    with pytest.raises(ValueError, match="leave none"):
+        _cfg(1, ("a", "b"), zone_failures=(ZoneFailure(FULLEST, 1.0), ZoneFailure("a", 2.0)))
+
+
+def _ready_in(fleet: Fleet) -> dict[str, int]:
+    return {z: sum(1 for r in fleet.replicas if r.zone == z and r.state == READY) for z in fleet.cfg.zones}
 
 
 def test_a_fullest_zone_failure_takes_the_zone_that_holds_most_when_it_fails():

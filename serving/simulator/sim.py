@@ -52,6 +52,8 @@ class SimConfig:
             if failure.zone not in self.fleet.zones and failure.zone != FULLEST:
                 raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones} "
                                  f"or {FULLEST!r}")
+        if len(self.zone_failures) >= len(self.fleet.zones):
+            raise ValueError(f"{len(self.zone_failures)} zone failures leave none of {self.fleet.zones} up")
         for start, end in self.metric_outages:
             if not start < end:
                 raise ValueError(f"metric outage window must have start < end, got {(start, end)}")
