@@ -23,6 +23,7 @@ from components.addons_helm import helm_release, ready
 from components.contract import ClusterFacts, RegionStore
 from serving import gateway as gw
 from serving import gateway_charts as charts
+from serving import gateway_slo
 from serving import gateway_tenants as tenants_gw
 from serving.charts import ChartKey
 from serving.images import RegionalRegistry
@@ -46,7 +47,9 @@ def crd_documents() -> list[dict[str, Any]]:
 class Gateway(pulumi.ComponentResource):
     """`tenants` are the stack's; `models` the models planned on this cluster; `releases` the
     add-ons' (cert-manager issues the certificates); `system` and `models_after` what the
-    gateway's and the pools' pods wait for (their namespaces and policies)."""
+    gateway's and the pools' pods wait for (their namespaces and policies); `availability` each
+    model's tier availability, the strictest served one the gateway's SLO
+    (serving/gateway_slo.py)."""
 
     def __init__(
         self,
@@ -63,6 +66,7 @@ class Gateway(pulumi.ComponentResource):
         *,
         store: RegionStore,
         digests: Mapping[str, str] | None = None,
+        availability: Mapping[str, float] | None = None,
     ) -> None:
         routed = {m: tenants_gw.allowed(tenants, m) for m in models}
         served = [m for m in models if routed[m]]
@@ -166,6 +170,12 @@ class Gateway(pulumi.ComponentResource):
             self._custom(tenants_gw.security_policy({m: routed[m] for m in served}),
                          [*on_gateway, route, *keys])
             self._custom(tenants_gw.rate_limit_policy(limited), [*on_gateway, route])
+            # The front door's availability SLO, against the strictest tier it serves.
+            strictest = max((availability or {}).get(m, 0.0) for m in served)
+            if strictest > 0:
+                monitoring = [releases[ChartKey.KUBE_PROMETHEUS_STACK], *sys_ready]
+                self._custom(gateway_slo.pod_monitor(gw.GATEWAY), monitoring)
+                self._custom(gateway_slo.prometheus_rule(gw.GATEWAY, strictest), monitoring)
         self.register_outputs({})
 
     def _redis(

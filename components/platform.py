@@ -119,7 +119,8 @@ class Platform(pulumi.ComponentResource):
             Gateway(f"{region.cluster}-gateway", cluster.facts, plan.posture, plan.spec.tenants,
                     self.tenant_keys, [m.model for m in region.models], addons.releases,
                     [namespaces.namespaces[SYSTEM_NAMESPACE]], models_ns, opts=on_cluster,
-                    store=stores[region.name], digests=plan.spec.registries.digests)
+                    store=stores[region.name], digests=plan.spec.registries.digests,
+                    availability={m.model: m.tier_spec.availability for m in region.models})
             self.clusters.append(cluster.facts)
 
 

@@ -33,9 +33,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from serving.slo_rules import ABSENT_ALERT, ALERT
+from serving import gateway_slo, slo_rules
 
 T = TypeVar("T")
+# The toolkit's own alerts: each model's latency SLO and the gateway's availability SLO.
+SLO_ALERTS = (slo_rules.ALERT, slo_rules.ABSENT_ALERT, gateway_slo.ALERT, gateway_slo.ABSENT_ALERT)
 RECEIVER_SECRET = "rtip-slo-alert-receivers"
 SECRETS_DIR = "/etc/alertmanager/secrets"
 SEVERITIES = ("page", "ticket")  # the SLO alerts'
@@ -94,9 +96,10 @@ def alertmanager_values(webhooks: list[str]) -> dict[str, Any]:
     } for i, s in enumerate(ordered)]
     routes = [watchdog, *failures, *({
         "receiver": receiver(s),
-        "matchers": [f'alertname =~ "{ALERT}|{ABSENT_ALERT}"', f'severity = "{s}"'],
+        "matchers": [f'alertname =~ "{"|".join(SLO_ALERTS)}"', f'severity = "{s}"'],
         # The burn alerts carry no namespace label (the chart groups by namespace): one
-        # notification per cluster (Prometheus's external label), alert, model and severity.
+        # notification per cluster (Prometheus's external label), alert, model and severity
+        # (the gateway's alerts have no model: one per cluster, alert and severity).
         "group_by": ["cluster", "alertname", "model", "severity"],
         "repeat_interval": REPEAT[s],
     } for s in ordered)]
@@ -110,5 +113,5 @@ def alertmanager_values(webhooks: list[str]) -> dict[str, Any]:
 
 
 __all__ = ["DELIVERY_ALERTS", "HEARTBEAT", "HEARTBEAT_TIMING", "NULL_RECEIVER", "RECEIVER_SECRET",
-           "REPEAT", "SECRETS_DIR", "SEVERITIES", "WATCHDOG_MATCHERS", "WATCHDOG_ROUTE", "WEBHOOKS",
-           "alertmanager_values", "cluster_webhooks", "receiver"]
+           "REPEAT", "SECRETS_DIR", "SEVERITIES", "SLO_ALERTS", "WATCHDOG_MATCHERS", "WATCHDOG_ROUTE",
+           "WEBHOOKS", "alertmanager_values", "cluster_webhooks", "receiver"]

@@ -173,6 +173,9 @@ PROXY_LABEL = ("app.kubernetes.io/name", "envoy")
 PROXIES = Pods(SYSTEM, (PROXY_LABEL,))
 HTTPS_PORT = 443
 PROXY_PORT = HTTPS_PORT + 10000
+# Envoy's Prometheus stats on every proxy (Envoy Gateway v1.9.0 bootstrap EnvoyStatsPort, container
+# port `metrics`), which the gateway's PodMonitor scrapes (serving/gateway_slo.py).
+PROXY_METRICS_PORT = 19001
 # The gateway's pods that call the Kubernetes API (the proxies, rate limiter and Redis do not):
 # Envoy Gateway's controller (gateway-helm selector `control-plane: envoy-gateway`), its certgen
 # Job (`app: certgen`, writes the control plane's TLS Secrets) and the AI Gateway controller
@@ -214,6 +217,8 @@ FLOWS: tuple[Flow, ...] = (
     Flow(PROMETHEUS, everyone(AMD), tcp(5000)),
     # Each model's PodMonitor scrapes vLLM's /metrics on its serving port.
     Flow(PROMETHEUS, MODEL_SERVERS, tcp(VLLM_PORT)),
+    # The gateway's PodMonitor scrapes its proxies' Envoy stats (serving/gateway_slo.py).
+    Flow(PROMETHEUS, PROXIES, tcp(PROXY_METRICS_PORT)),
     # CoreDNS metrics (kube-prometheus-stack `coreDns.service.port` 9153).
     Flow(PROMETHEUS, Pods(KUBE_SYSTEM, (("k8s-app", "kube-dns"),)), tcp(9153)),
     # Inference requests: from the gateway's namespace only.
@@ -380,6 +385,6 @@ __all__ = ["AMD", "ANYWHERE", "API_CLIENTS", "CERT_MANAGER", "DENY_ALL", "DNS", 
            "GATEWAY_NAMESPACE", "GOVERNED", "HTTPS_PORT", "IDENTITY", "ISOLATED", "KEDA", "KSERVE",
            "KUBE_SYSTEM",
            "MODELS", "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PROMETHEUS_PORT",
-           "PROXIES", "PROXY_LABEL", "PROXY_PORT", "SYSTEM",
+           "PROXIES", "PROXY_LABEL", "PROXY_METRICS_PORT", "PROXY_PORT", "SYSTEM",
            "WEBHOOKS", "ClusterNetwork", "Flow", "Outside", "Pods", "Port", "namespace_policies",
            "outside", "tcp"]

@@ -1,0 +1,144 @@
+"""The gateway's availability SLO: the share of requests the front door answers with a server
+error, scraped from its Envoy proxies, with the same multiwindow burn-rate alerts as the models'
+latency SLO (serving/slo_rules.py).
+
+Why here and not per model: vLLM records no latency, and no failure, for a request that never
+reaches it, and the failures that matter most never do (no ready pod: Envoy's 503; a timeout:
+504; the endpoint picker or the AI Gateway's filter failing: 500). Envoy's downstream counters on
+the HTTPS listener see every answer a client gets. They do not tell the models apart: the route
+is one AIGatewayRoute for every model (serving/gateway.py says why), and the cluster a rule's
+InferencePool backend becomes is named by the rule or by the backend depending on Envoy Gateway's
+merging of backends (v1.9.0 internal/gatewayapi/route.go `shouldMergeBackend`), which the plan
+cannot pin. So the budget is the strictest of the served models' tiers: an error ratio any of
+them would call a burn pages.
+
+Facts the bodies rest on (Envoy Gateway v1.9.0, Envoy):
+- every proxy pod exposes Envoy's Prometheus stats on container port `metrics`, 19001, at
+  /stats/prometheus (`internal/infrastructure/kubernetes/proxy/resource.go`, `bootstrap.go`
+  EnvoyStatsPort), unless the EnvoyProxy disables them (serving/gateway.py's does not), and
+  (the network policy opens it to Prometheus: serving/netpol.py PROXY_METRICS_PORT), and
+  carries `app.kubernetes.io/component: proxy`, `app.kubernetes.io/managed-by: envoy-gateway`
+  (EnvoyAppLabel) and `gateway.envoyproxy.io/owning-gateway-name`;
+- the HTTPS listener's connection manager counts under stat prefix `https-<port>`
+  (`internal/xds/translator/listener.go` hcmStatPrefix), which Envoy's default tags turn into
+  `envoy_http_downstream_rq_xx{envoy_http_conn_manager_prefix="https-10443",
+  envoy_response_code_class="5"}`; the stats listener (`eg-stats-http`) and the readiness one
+  (`eg-ready-http`) count apart, so scrapes and probes never dilute the ratio.
+
+An error is a 5xx; a request is any answer but 1xx and 4xx (bad keys, forbidden models and rate
+limits are the client's, and would otherwise let one tenant's retries dilute everyone's ratio).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from serving.manifests import MANAGED
+from serving.netpol import GATEWAY_NAMESPACE
+from serving.slo_rules import (
+    ABSENT_FOR,
+    ABSENT_SEEN,
+    BURN_ALERTS,
+    MIN_MISSES,
+    PROMETHEUS_RULE,
+    BurnAlert,
+    windows,
+)
+
+POD_MONITOR = ("monitoring.coreos.com/v1", "PodMonitor")
+METRICS_PATH = "/stats/prometheus"
+PROXY_SELECTOR = {"app.kubernetes.io/component": "proxy", "app.kubernetes.io/managed-by": "envoy-gateway"}
+OWNING_GATEWAY = "gateway.envoyproxy.io/owning-gateway-name"
+LISTENER = "https-.*"  # hcmStatPrefix: https-<port>, the container port or, with v2 names, 443
+DOWNSTREAM = "envoy_http_downstream_rq_xx"
+ALERT = "RtipGatewayAvailabilityBurn"
+ABSENT_ALERT = "RtipGatewayMetricsAbsent"
+RECORD = "slo:gateway_error:ratio_rate{window}"
+SLO_LABEL = {"slo": "gateway-availability"}
+SCRAPE_INTERVAL = "15s"
+
+
+def _selector(classes: str) -> str:
+    return (f'namespace="{GATEWAY_NAMESPACE}",envoy_http_conn_manager_prefix=~"{LISTENER}",'
+            f'envoy_response_code_class=~"{classes}"')
+
+
+def error_ratio(window: str) -> str:
+    """5xx answers over every answer but 1xx and 4xx, on the HTTPS listener, over `window`."""
+    return (f"sum(rate({DOWNSTREAM}{{{_selector('5')}}}[{window}])) / "
+            f"sum(rate({DOWNSTREAM}{{{_selector('2|3|5')}}}[{window}]))")
+
+
+def requests_in(window: str, offset: str | None = None) -> str:
+    shift = f" offset {offset}" if offset else ""
+    return f"sum(increase({DOWNSTREAM}{{{_selector('2|3|5')}}}[{window}]{shift}))"
+
+
+def threshold(budget: float, alert: BurnAlert) -> float:
+    return round(alert.burn_rate * budget, 10)
+
+
+def _meta(name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": GATEWAY_NAMESPACE, "labels": dict(MANAGED)}
+
+
+def pod_monitor(gateway: str) -> dict[str, Any]:
+    """Prometheus scrapes every proxy of `gateway` on its stats port."""
+    return {
+        "apiVersion": POD_MONITOR[0], "kind": POD_MONITOR[1], "metadata": _meta(gateway),
+        "spec": {
+            "selector": {"matchLabels": {**PROXY_SELECTOR, OWNING_GATEWAY: gateway}},
+            "podMetricsEndpoints": [{"port": "metrics", "path": METRICS_PATH,
+                                     "interval": SCRAPE_INTERVAL, "scrapeTimeout": "10s"}],
+        },
+    }
+
+
+def prometheus_rule(gateway: str, availability: float) -> dict[str, Any]:
+    """The gateway's availability SLO against `availability` (the strictest served tier's)."""
+    budget = round(1.0 - availability, 10)
+    if not 0 < budget < 1:
+        raise ValueError(f"availability {availability} leaves no error budget to burn")
+    kept = tuple(a for a in BURN_ALERTS if threshold(budget, a) < 1)
+    records = [{"record": RECORD.format(window=w), "expr": error_ratio(w), "labels": SLO_LABEL}
+               for w in windows(kept)]
+    alerts: list[dict[str, Any]] = []
+    for a in kept:
+        at = threshold(budget, a)
+        long, short = (RECORD.format(window=w) for w in (a.long_window, a.short_window))
+        traffic = f"{requests_in(a.long_window)} >= {math.ceil(MIN_MISSES / at - 1e-9)}"
+        history = f"{requests_in(a.long_window, a.short_window)} > 0"
+        alerts.append({
+            "alert": ALERT,
+            "expr": f"{long} > {at:g} and {short} > {at:g} and on() {traffic} and on() {history}",
+            "labels": {"severity": a.severity, **SLO_LABEL,
+                       "long_window": a.long_window, "short_window": a.short_window},
+            "annotations": {
+                "summary": f"the gateway spends its availability error budget {a.burn_rate:g}x too fast",
+                "description": (f"Over {a.long_window} and {a.short_window}, more than {at:.2%} of the "
+                                f"gateway's answers were server errors (5xx); the strictest tier it "
+                                f"serves allows {budget:.2%}."),
+            },
+        })
+    present = (f'envoy_http_downstream_rq_total{{namespace="{GATEWAY_NAMESPACE}",'
+               f'envoy_http_conn_manager_prefix=~"{LISTENER}"}}')
+    alerts.append({
+        "alert": ABSENT_ALERT,
+        "expr": f"absent({present}) and on() count(present_over_time({present}[{ABSENT_SEEN}]))",
+        "for": ABSENT_FOR,
+        "labels": {"severity": "page", **SLO_LABEL},
+        "annotations": {
+            "summary": "the gateway reports no metrics",
+            "description": (f"No gateway proxy has been scraped for {ABSENT_FOR}: the front door is "
+                            "down, or Prometheus cannot see it, and its availability alerts are blind."),
+        },
+    })
+    return {
+        "apiVersion": PROMETHEUS_RULE[0], "kind": PROMETHEUS_RULE[1], "metadata": _meta(f"{gateway}-slo"),
+        "spec": {"groups": [{"name": "gateway-availability-slo", "rules": [*records, *alerts]}]},
+    }
+
+
+__all__ = ["ABSENT_ALERT", "ALERT", "LISTENER", "METRICS_PATH", "POD_MONITOR", "RECORD", "error_ratio",
+           "pod_monitor", "prometheus_rule", "requests_in", "threshold"]
