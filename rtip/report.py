@@ -205,7 +205,8 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
                           " / ".join(f"{v:g}" for v in t["alert_bounds_ms"].values()))
     console.print(tiers)
     hooks, beats = doc["alert_webhooks"], doc["heartbeat_webhooks"]
-    console.print("SLO alerts (burn rate per model, serving/slo_rules.py): " + (
+    console.print("SLO alerts (latency burn per model, serving/slo_rules.py; the gateway's availability, "
+                  "serving/gateway_slo.py): " + (
         ", ".join(f"{s} to the webhook in secret {k}" for s, k in sorted(hooks.items())) if hooks
         else "no alert_webhooks, so they reach Alertmanager and notify no one") + "; Watchdog " + (
         "heartbeat per cluster to " + ", ".join(f"{r}: secret {k}" for r, k in beats.items()) if beats

@@ -203,7 +203,8 @@ def test_the_plan_checks_the_facts_the_routing_rests_on() -> None:
     ("dev", "no alert_webhooks, so they reach Alertmanager and notify no one; Watchdog to no one"),
 ])
 def test_rtip_plan_says_where_the_alerts_go(stack: str, said: str) -> None:
-    """The names are the stack files' own (stacks/Pulumi.prod.yaml names both; dev none)."""
+    """The names are the stack files' own (stacks/Pulumi.prod.yaml names both webhooks and four
+    heartbeats; dev none)."""
     import io
 
     from rich.console import Console
@@ -215,7 +216,10 @@ def test_rtip_plan_says_where_the_alerts_go(stack: str, said: str) -> None:
     assert doc["alert_webhooks"] == stack_doc(stack)["config"]["rtip:platform"].get("alert_webhooks", {})
     out = io.StringIO()
     report.print_tables(doc, Console(file=out, width=400))
-    assert f"SLO alerts (burn rate per model, serving/slo_rules.py): {said}" in out.getvalue()
+    assert (f"SLO alerts (latency burn per model, serving/slo_rules.py; the gateway's availability, "
+            f"serving/gateway_slo.py): {said}") in out.getvalue()
+    platform = stack_doc(stack)["config"]["rtip:platform"]
+    assert doc["heartbeat_webhooks"] == platform.get("heartbeat_webhooks", {})
 
 
 # --- the heartbeat: each cluster's Watchdog to its own dead man's switch -------------------------
