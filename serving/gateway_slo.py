@@ -5,18 +5,20 @@ latency SLO (serving/slo_rules.py).
 Why here and not per model: vLLM records no latency, and no failure, for a request that never
 reaches it, and the failures that matter most never do (no ready pod: Envoy's 503; a timeout:
 504; the endpoint picker or the AI Gateway's filter failing: 500). Envoy's downstream counters on
-the HTTPS listener see every answer a client gets. They do not tell the models apart: the route
-is one AIGatewayRoute for every model (serving/gateway.py says why), and the cluster a rule's
-InferencePool backend becomes is named by the rule or by the backend depending on Envoy Gateway's
-merging of backends (v1.9.0 internal/gatewayapi/route.go `shouldMergeBackend`), which the plan
-cannot pin. So the budget is the strictest of the served models' tiers: an error ratio any of
-them would call a burn pages.
+the HTTPS listener see the status of every answer a client gets; a streamed answer that breaks
+after its 200 (a pod or zone lost mid-stream) counts as a 2xx or a reset, never a 5xx. They do
+not tell the models apart: the route is one AIGatewayRoute for every model (serving/gateway.py
+says why), and the cluster a rule's InferencePool backend becomes is named by the rule or by the
+backend depending on Envoy Gateway's merging of backends (v1.9.0 internal/gatewayapi/route.go
+`shouldMergeBackend`), which the plan cannot pin. So the budget is the strictest of the served
+models' tiers: an error ratio any of them would call a burn pages.
 
 Facts the bodies rest on (Envoy Gateway v1.9.0, Envoy):
 - every proxy pod exposes Envoy's Prometheus stats on container port `metrics`, 19001, at
   /stats/prometheus (`internal/infrastructure/kubernetes/proxy/resource.go`, `bootstrap.go`
   EnvoyStatsPort), unless the EnvoyProxy disables them (serving/gateway.py's does not), and
-  (the network policy opens it to Prometheus: serving/netpol.py PROXY_METRICS_PORT), and
+  (the network policy opens it to the monitoring namespace: serving/netpol.py
+  PROXY_METRICS_PORT), and
   carries `app.kubernetes.io/component: proxy`, `app.kubernetes.io/managed-by: envoy-gateway`
   (EnvoyAppLabel) and `gateway.envoyproxy.io/owning-gateway-name`;
 - the HTTPS listener's connection manager counts under stat prefix `https-<port>`

@@ -3,13 +3,18 @@ by Prometheus's own promtool, routed by amtool, reachable through the network po
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from rtip import offline
+from rtip.stackfile import load
 from serving import gateway_slo
 from tests import promtool
-from tests.conftest import record_of, spec_of
+from tests.conftest import record_of, spec_of, stack_doc, write_stack
 from tests.test_alert_routes import _alertmanager_config, _route
 from tests.test_netpol import Endpoint, cluster_policies, reach
 
@@ -48,6 +53,25 @@ def test_every_cluster_scrapes_its_proxies_and_judges_them_by_its_strictest_tier
                    if x.get("alert") == gateway_slo.ALERT and x["labels"]["long_window"] == "1h"]
         got.append(float(re.search(r"ratio_rate1h > ([0-9.e-]+)", page["expr"]).group(1)))
     assert sorted(got) == wanted
+
+
+def test_a_model_no_tenant_may_call_does_not_set_the_budget(tmp_path: Path) -> None:
+    """dev with llama-1b moved to the standard tier (99.5 %) and the only tenant calling llama-3b
+    (batch, 99 %): the gateway serves llama-3b alone, so it pages past 14.4 x 1 %, not x 0.5 %."""
+    platform = copy.deepcopy(stack_doc("dev")["config"]["rtip:platform"])
+    (one_b,) = [m for m in platform["models"] if m["name"] == "llama-1b"]
+    one_b["tier"] = "standard"
+    platform["tenants"][0]["models"] = ["llama-3b"]
+    for region in platform["regions"]:  # room for the standard tier's replicas
+        for pool in region.get("gpu_pools", []):
+            pool["max_nodes"] *= 4
+    record = offline.run(load(str(write_stack(tmp_path, platform))))
+    (rule,) = [r.inputs for r in record.by_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")
+               if r.inputs["metadata"]["namespace"] == NS]
+    (page,) = [x for x in rule["spec"]["groups"][0]["rules"]
+               if x.get("alert") == gateway_slo.ALERT and x["labels"]["long_window"] == "1h"]
+    assert float(re.search(r"ratio_rate1h > ([0-9.e-]+)", page["expr"]).group(1)) == \
+        pytest.approx(14.4 * (1 - AVAILABILITY["batch"]))
 
 
 def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
@@ -133,7 +157,7 @@ def test_gateway_pages_reach_the_page_webhook(tmp_path: Path) -> None:
     assert _route(config, tmp_path, {**page, "alertname": gateway_slo.ABSENT_ALERT}) == "rtip-slo-page"
 
 
-def test_only_prometheus_reaches_the_proxies_stats_port() -> None:
+def test_the_monitoring_namespace_reaches_the_proxies_stats_port_and_keda_does_not() -> None:
     """Envoy Gateway v1.9.0 serves the stats on container port `metrics`, 19001 (bootstrap.go
     EnvoyStatsPort)."""
     policies = cluster_policies(record_of("prod"), "aws")
