@@ -1,6 +1,6 @@
 """The gateway's availability SLO: the share of requests the front door answers with a server
 error, scraped from its Envoy proxies, with the same multiwindow burn-rate alerts as the models'
-latency SLO (serving/slo_rules.py).
+latency SLO (serving/slo_rules.py), both built by serving/burn_alerts.py.
 
 Why here and not per model: vLLM records no latency, and no failure, for a request that never
 reaches it, and the failures that matter most never do (no ready pod: Envoy's 503; a timeout:
@@ -33,20 +33,11 @@ limits are the client's, and would otherwise let one tenant's retries dilute eve
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from serving.burn_alerts import ABSENT_FOR, BurnAlert, absent_rule, burn_rule, can_fire, rule_body, windows
 from serving.manifests import MANAGED
 from serving.netpol import GATEWAY_NAMESPACE
-from serving.slo_rules import (
-    ABSENT_FOR,
-    ABSENT_SEEN,
-    BURN_ALERTS,
-    MIN_MISSES,
-    PROMETHEUS_RULE,
-    BurnAlert,
-    windows,
-)
 
 POD_MONITOR = ("monitoring.coreos.com/v1", "PodMonitor")
 METRICS_PATH = "/stats/prometheus"
@@ -77,10 +68,6 @@ def requests_in(window: str, offset: str | None = None) -> str:
     return f"sum(increase({DOWNSTREAM}{{{_selector('2|3|5')}}}[{window}]{shift}))"
 
 
-def threshold(budget: float, alert: BurnAlert) -> float:
-    return round(alert.burn_rate * budget, 10)
-
-
 def _meta(name: str) -> dict[str, Any]:
     return {"name": name, "namespace": GATEWAY_NAMESPACE, "labels": dict(MANAGED)}
 
@@ -102,45 +89,26 @@ def prometheus_rule(gateway: str, availability: float) -> dict[str, Any]:
     budget = round(1.0 - availability, 10)
     if not 0 < budget < 1:
         raise ValueError(f"availability {availability} leaves no error budget to burn")
-    kept = tuple(a for a in BURN_ALERTS if threshold(budget, a) < 1)
+    kept, _ = can_fire(budget)
     records = [{"record": RECORD.format(window=w), "expr": error_ratio(w), "labels": SLO_LABEL}
                for w in windows(kept)]
-    alerts: list[dict[str, Any]] = []
-    for a in kept:
-        at = threshold(budget, a)
-        long, short = (RECORD.format(window=w) for w in (a.long_window, a.short_window))
-        traffic = f"{requests_in(a.long_window)} >= {math.ceil(MIN_MISSES / at - 1e-9)}"
-        history = f"{requests_in(a.long_window, a.short_window)} > 0"
-        alerts.append({
-            "alert": ALERT,
-            "expr": f"{long} > {at:g} and {short} > {at:g} and on() {traffic} and on() {history}",
-            "labels": {"severity": a.severity, **SLO_LABEL,
-                       "long_window": a.long_window, "short_window": a.short_window},
-            "annotations": {
-                "summary": f"the gateway spends its availability error budget {a.burn_rate:g}x too fast",
+
+    def words(a: BurnAlert, at: float) -> dict[str, str]:
+        return {"summary": f"the gateway spends its availability error budget {a.burn_rate:g}x too fast",
                 "description": (f"Over {a.long_window} and {a.short_window}, more than {at:.2%} of the "
                                 f"gateway's answers were server errors (5xx); the strictest tier it "
-                                f"serves allows {budget:.2%}."),
-            },
-        })
+                                f"serves allows {budget:.2%}.")}
+
+    alerts = [burn_rule(ALERT, a, budget, lambda w: RECORD.format(window=w), requests_in, SLO_LABEL, words)
+              for a in kept]
     present = (f'envoy_http_downstream_rq_total{{namespace="{GATEWAY_NAMESPACE}",'
                f'envoy_http_conn_manager_prefix=~"{LISTENER}"}}')
-    alerts.append({
-        "alert": ABSENT_ALERT,
-        "expr": f"absent({present}) and on() count(present_over_time({present}[{ABSENT_SEEN}]))",
-        "for": ABSENT_FOR,
-        "labels": {"severity": "page", **SLO_LABEL},
-        "annotations": {
-            "summary": "the gateway reports no metrics",
-            "description": (f"No gateway proxy has been scraped for {ABSENT_FOR}: the front door is "
-                            "down, or Prometheus cannot see it, and its availability alerts are blind."),
-        },
-    })
-    return {
-        "apiVersion": PROMETHEUS_RULE[0], "kind": PROMETHEUS_RULE[1], "metadata": _meta(f"{gateway}-slo"),
-        "spec": {"groups": [{"name": "gateway-availability-slo", "rules": [*records, *alerts]}]},
-    }
+    alerts.append(absent_rule(
+        ABSENT_ALERT, present, SLO_LABEL, "the gateway reports no metrics",
+        f"No gateway proxy has been scraped for {ABSENT_FOR}: the front door is down, or Prometheus "
+        "cannot see it, and its availability alerts are blind."))
+    return rule_body(_meta(f"{gateway}-slo"), "gateway-availability-slo", [*records, *alerts])
 
 
 __all__ = ["ABSENT_ALERT", "ALERT", "LISTENER", "METRICS_PATH", "POD_MONITOR", "RECORD", "error_ratio",
-           "pod_monitor", "prometheus_rule", "requests_in", "threshold"]
+           "pod_monitor", "prometheus_rule", "requests_in"]

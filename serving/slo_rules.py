@@ -45,37 +45,29 @@ new deployment's first minutes, all its windows hold, would read as a 3-day burn
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
+from serving.burn_alerts import (
+    ABSENT_FOR,
+    ABSENT_SEEN,
+    BURN_ALERTS,
+    MIN_MISSES,
+    PROMETHEUS_RULE,
+    BurnAlert,
+    absent_rule,
+    burn_rule,
+    burn_threshold,
+    can_fire,
+    least_requests,
+    rule_body,
+    windows,
+)
 from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, RUNNING, TTFT, TTFT_BUCKETS
-from serving.simulator.promql import duration_s
 from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
-PROMETHEUS_RULE = ("monitoring.coreos.com/v1", "PrometheusRule")
 ALERT = "RtipLatencyBudgetBurn"
 ABSENT_ALERT = "RtipModelMetricsAbsent"
-ABSENT_FOR = "10m"
-ABSENT_SEEN = "6h"  # the absent page needs the model to have been scraped within this
 RECORD = "slo:sli_error:ratio_rate{window}"
-MIN_MISSES = 10  # an alert's long window must hold this many misses' worth of requests
-
-
-@dataclass(frozen=True)
-class BurnAlert:
-    severity: str
-    burn_rate: float  # times the rate that spends the whole budget in BUDGET_WINDOW_DAYS
-    long_window: str
-    short_window: str
-
-
-# FACTS.md section 7 (Google SRE workbook, "Alerting on SLOs", multiwindow multi-burn-rate).
-BURN_ALERTS: tuple[BurnAlert, ...] = (
-    BurnAlert("page", 14.4, "1h", "5m"),
-    BurnAlert("page", 6.0, "6h", "30m"),
-    BurnAlert("ticket", 1.0, "3d", "6h"),
-)
 
 
 class UnmeasurableTarget(ValueError):
@@ -92,11 +84,12 @@ def bound(target_s: float, buckets: tuple[float, ...], what: str) -> float:
 
 
 def threshold(tier: TierSpec, alert: BurnAlert) -> float:
-    return round(alert.burn_rate * tier.tail, 10)
+    """The latency budget is the tier's tail (1 % at p99)."""
+    return burn_threshold(tier.tail, alert)
 
 
 def min_requests(tier: TierSpec, alert: BurnAlert) -> int:
-    return math.ceil(MIN_MISSES / threshold(tier, alert) - 1e-9)
+    return least_requests(tier.tail, alert)
 
 
 def _miss_share(metric: str, le: float, selector: str, window: str) -> str:
@@ -128,16 +121,9 @@ def requests_in(model: str, namespace: str, window: str, offset: str | None = No
     return f"sum(increase({TTFT}_count{{{_selector(model, namespace)}}}[{window}]{shift}))"
 
 
-def windows(alerts: tuple[BurnAlert, ...]) -> list[str]:
-    """Every window `alerts` read, shortest first: the error ratios to record."""
-    return sorted({w for a in alerts for w in (a.long_window, a.short_window)}, key=duration_s)
-
-
 def alerts_that_can_fire(tier: TierSpec) -> tuple[tuple[BurnAlert, ...], tuple[BurnAlert, ...]]:
-    """(kept, dropped): an alert whose threshold is 1 or more could never fire on the share of
-    requests it stands for, so a tier with a wide tail keeps fewer."""
-    kept = tuple(a for a in BURN_ALERTS if threshold(tier, a) < 1)
-    return kept, tuple(a for a in BURN_ALERTS if a not in kept)
+    """(kept, dropped) for the tier's tail (serving.burn_alerts.can_fire)."""
+    return can_fire(tier.tail)
 
 
 def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -147,45 +133,24 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
     series = {"model": model, "tier": str(tier.tier)}
     records = [{"record": RECORD.format(window=w), "expr": error_ratio(model, namespace, tier, w),
                 "labels": series} for w in windows(kept)]
-    alerts = []
-    for a in kept:
-        at = threshold(tier, a)
-        long, short = (f'{RECORD.format(window=w)}{{model="{model}"}}'
-                       for w in (a.long_window, a.short_window))
-        traffic = f"{requests_in(model, namespace, a.long_window)} >= {min_requests(tier, a)}"
-        history = f"{requests_in(model, namespace, a.long_window, a.short_window)} > 0"
-        alerts.append({
-            "alert": ALERT,
-            "expr": f"{long} > {at:g} and {short} > {at:g} and on() {traffic} and on() {history}",
-            "labels": {"severity": a.severity, **series,
-                       "long_window": a.long_window, "short_window": a.short_window},
-            "annotations": {
-                "summary": f"{model} spends its {BUDGET_WINDOW_DAYS}-day latency error budget "
+
+    def words(a: BurnAlert, at: float) -> dict[str, str]:
+        return {"summary": f"{model} spends its {BUDGET_WINDOW_DAYS}-day latency error budget "
                            f"{a.burn_rate:g}x too fast",
                 "description": (
                     f"Over {a.long_window} and {a.short_window}, more than {at:.2%} of {model}'s "
                     f"requests missed TTFT {tier.ttft_ms:g} ms or TPOT {tier.tpot_ms:g} ms (the tier "
-                    f"allows {tier.tail:.2%} at p{tier.percentile:g})."),
-            },
-        })
-    alerts.append({
-        "alert": ABSENT_ALERT,
-        "expr": (f"absent({RUNNING}{{{_selector(model, namespace)}}}) and on() "
-                 f"count(present_over_time({RUNNING}{{{_selector(model, namespace)}}}[{ABSENT_SEEN}]))"),
-        "for": ABSENT_FOR,
-        "labels": {"severity": "page", **series},
-        "annotations": {
-            "summary": f"{model} reports no metrics",
-            "description": (f"No pod of {model} has been scraped for {ABSENT_FOR}: it serves nothing, "
-                            f"or Prometheus cannot see it, and its latency alerts are blind."),
-        },
-    })
-    return {
-        "apiVersion": PROMETHEUS_RULE[0],
-        "kind": PROMETHEUS_RULE[1],
-        "metadata": metadata,
-        "spec": {"groups": [{"name": f"{model}-latency-slo", "rules": [*records, *alerts]}]},
-    }
+                    f"allows {tier.tail:.2%} at p{tier.percentile:g}).")}
+
+    alerts = [burn_rule(ALERT, a, tier.tail, lambda w: f'{RECORD.format(window=w)}{{model="{model}"}}',
+                        lambda w, offset: requests_in(model, namespace, w, offset), series, words)
+              for a in kept]
+    alerts.append(absent_rule(
+        ABSENT_ALERT, f"{RUNNING}{{{_selector(model, namespace)}}}", series,
+        f"{model} reports no metrics",
+        f"No pod of {model} has been scraped for {ABSENT_FOR}: it serves nothing, or Prometheus "
+        f"cannot see it, and its latency alerts are blind."))
+    return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
 
 
 def rule_notes(model: str, tier: TierSpec) -> list[str]:
