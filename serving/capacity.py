@@ -237,22 +237,17 @@ def region_replicas(
         raise ValueError("replica_qps must be positive")
     if growth_per_s is None:
         grown = growth_within(cold_start_s, traffic)
-        if grown > tier.burst_headroom:
-            headroom = grown
-            source = (f"Azure {traffic} trace: traffic grows {grown:.0%} of peak within a "
-                      f"{cold_start_s:.0f} s cold start (above tier {tier.tier}'s burst_headroom)")
-        else:
-            headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
+        why = f"Azure {traffic} trace: traffic grows {grown:.0%} of peak"
     else:
         # Traffic cannot rise by more than the whole stated peak (from nothing to its busiest);
         # beyond that the stack is out of spec, as with the traces' tables (serving.burst).
         grown = min(growth_per_s * cold_start_s, 1.0)
-        if grown > tier.burst_headroom:
-            headroom = grown
-            source = (f"stated growth {growth_per_s * 60:.3g} of peak a minute: {grown:.0%} of peak "
-                      f"within a {cold_start_s:.0f} s cold start")
-        else:
-            headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
+        why = f"stated growth {growth_per_s * 60:.3g} of peak a minute: {grown:.0%} of peak"
+    if grown > tier.burst_headroom:
+        headroom = grown
+        source = f"{why} within a {cold_start_s:.0f} s cold start (above tier {tier.tier}'s burst_headroom)"
+    else:
+        headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
     needed = math.ceil(peak_qps / replica_qps - 1e-9)
     high = _spread(math.ceil(peak_qps * (1 + headroom) / replica_qps - 1e-9), zones)
     low = min(high, max(zones, _spread(math.ceil(peak_qps * min(headroom, 1.0) / replica_qps), zones)))
