@@ -162,11 +162,10 @@ def test_the_whole_peak_within_a_minute_is_the_code_trace() -> None:
 def test_a_bad_growth_statement_is_named(tmp_path, capsys, model: dict, path: str, words: str) -> None:
     import copy
 
-    from rtip.cli import main
     from tests.conftest import stack_doc, write_stack
+    from tests.test_bad_input import plan_fails
 
     platform = copy.deepcopy(stack_doc("dev")["config"]["rtip:platform"])
     platform["models"][0].update(model)
-    assert main(["plan", str(write_stack(tmp_path, platform))]) == 2
-    err = capsys.readouterr().err
-    assert f"rtip:platform.{path}:" in err and words in err and "Traceback" not in err
+    err = plan_fails(capsys, write_stack(tmp_path, platform))
+    assert f"rtip:platform.{path}:" in err and words in err
