@@ -22,6 +22,7 @@ from components.contract import ClusterFacts, RegionStore
 from serving.alert_routes import RECEIVER_SECRET, alertmanager_values
 from serving.charts import ChartKey
 from serving.hardware import Cloud
+from serving.manifests import MANAGED
 from serving.posture import Posture
 from serving.storage import BLOCK_STORAGE_CLASS, prometheus_volume_gib
 
@@ -84,13 +85,13 @@ def prometheus_storage(env: Posture, cloud: Cloud) -> dict[str, Any]:
     }}}
 
 
-def prometheus_values(env: Posture, cloud: Cloud, alert_severities: list[str] | None = None,
+def prometheus_values(env: Posture, cloud: Cloud, webhooks: list[str] | None = None,
                       cluster: tuple[str, str] | None = None) -> dict[str, Any]:
-    """`alert_severities`: the webhooks this cluster's Alertmanager posts to (serving/alert_routes.py
+    """`webhooks`: what this cluster's Alertmanager posts to (keys of serving/alert_routes.py
     WEBHOOKS);
     `cluster`: (name, region), which Prometheus puts on every alert it sends (`externalLabels`),
     so a page from one of several regions says which."""
-    routes = alertmanager_values(alert_severities or [])
+    routes = alertmanager_values(webhooks or [])
     # Without these the operator picks up only monitors and rules labelled with its own release,
     # and the model servers' monitors and SLO rules would be silently ignored.
     selectors_open = {f"{kind}SelectorNilUsesHelmValues": False for kind in (
@@ -148,7 +149,7 @@ class ClusterAddons(pulumi.ComponentResource):
             monitoring_after.append(k8s.core.v1.Secret(
                 f"{name}-slo-alert-receivers",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=RECEIVER_SECRET, namespace=MONITORING_NAMESPACE,
-                                                    labels={"app.kubernetes.io/managed-by": "rtip"}),
+                                                    labels=dict(MANAGED)),
                 string_data=dict(alert_webhooks),
                 opts=pulumi.ResourceOptions(parent=self, provider=provider,
                                             depends_on=[ns[MONITORING_NAMESPACE]],

@@ -55,8 +55,9 @@ REPEAT = {"page": "1h", "ticket": "12h"}
 # (alertmanager#676: 5m and 5m mailed every 10 minutes): a ping about every 2 minutes. Give the
 # dead man's switch a period of at least five.
 HEARTBEAT_TIMING = {"group_wait": "0s", "group_interval": "1m", "repeat_interval": "1m"}
-# The chart's alerts for notifications Alertmanager failed to send (its `alertmanager.rules`,
-# from the Alertmanager mixin; on by default), which it routes to `null` like the rest.
+# The chart's alerts for notifications Alertmanager failed to send (templates/prometheus/rules-1.14/
+# alertmanager.rules.yaml at tag kube-prometheus-stack-88.5.3, from the Alertmanager mixin; on by
+# default), which it routes to `null` like the rest.
 DELIVERY_ALERTS = ("AlertmanagerFailedToSendAlerts", "AlertmanagerClusterFailedToSendAlerts")
 
 
