@@ -25,7 +25,8 @@ prod 8B (interactive) at its floor of 12 replicas, 10 minutes of Poisson traffic
 96 %; this ratio reads 0.2 / 7.2 / 48 / 93 / 99 % (the whole run, at 585 s). The bound above the
 target reads 0 % at every one of those loads (TPOT stays under 50 ms), so it would never page on
 the 8B's decode overload; interpolating inside the bucket reads 7.0 % at 1.2x and 38 % at 1.3x,
-neither bound (benchmarks/alert_reading.py measures all three). The plan's tier table shows where each target is read. `le` is matched as
+neither bound (benchmarks/alert_reading.py measures all three). The plan's tier table shows where
+each target is read. `le` is matched as
 prometheus_client writes it (`1.0`), which Prometheus 2 keeps and Prometheus 3 normalises to.
 The request-level SLI (a request is good when it meets both targets) cannot be joined from two
 histograms; the error ratio adds the TTFT misses' share (over first tokens) and the TPOT misses'

@@ -126,6 +126,8 @@ def figures(result: SimResult, dep: Deployment) -> dict[str, object]:
     per_slot = dep.fleet.gpus_per_node / dep.fleet.slots_per_node
     out["gpu_hours"] = _num(result.replica_gpu_hours / per_slot * dep.gpu_share)
     out["node_gpu_hours"] = _num(result.gpu_hours)
+    # The same replicas on the fewest nodes a zone, each freed the moment it empties.
+    out["packed_node_gpu_hours"] = _num(float(result.extra.get("packed_node_gpu_hours", math.nan)))  # type: ignore[arg-type]
     out["preemptions"] = int(result.preemptions.sum())
     out["duration_s"] = _num(result.end_s)
     out["scale_events"] = [{"t_s": round(t, 3), "from": a, "to": b} for t, a, b in result.scale_events]

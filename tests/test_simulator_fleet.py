@@ -228,3 +228,17 @@ def test_a_fullest_zone_failure_takes_the_zone_that_holds_most_when_it_fails():
     assert fullest.extra["zones_lost"] == [(100.0, "a")]
     assert (fullest.ok == named.ok).all() and set(fullest.replica[~fullest.ok]) == {0, 2}
     assert fullest.failed > b_only.failed > 0
+
+
+def test_packed_node_seconds_count_the_fewest_nodes_a_zone_by_hand():
+    """One zone, two slots a node: three replicas from 0 s need 2 nodes; one removed at 100 s
+    leaves 2, one node: 2 x 100 + 1 x 200 = 400 node-seconds to 300 s, whatever nodes the fleet
+    really kept (the removed replica's node stays until its empty delay)."""
+    cold = ColdStartSpec(full_s=700.0, warm_s=200.0, node_ready_s=400.0)
+    fleet = Fleet(FleetConfig(zones=("a",), initial_replicas=3, slots_per_node=2, cold_start=cold),
+                  EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+    assert [r.created_s for r in fleet.replicas] == [0.0, 0.0, 0.0] and len(fleet.nodes) == 2
+    fleet.scale_to(2, 100.0)
+    assert sorted(r.gone_s or 0.0 for r in fleet.replicas) == [0.0, 0.0, 100.0]
+    assert fleet.packed_node_seconds(300.0) == pytest.approx(400.0)
+    assert fleet.packed_node_seconds(50.0) == pytest.approx(100.0)  # both nodes, 50 s

@@ -225,6 +225,22 @@ class Fleet:
         if replica.state == DRAINING and replica.engine.idle and not replica.engine.busy:
             self._release(replica, now)
 
+    def packed_node_seconds(self, end: float) -> float:
+        """Node-seconds had every zone held its replicas (from creation to removal, draining
+        included) on the fewest nodes, and freed a node the moment it emptied: the floor any
+        scale-in order or consolidation could reach with this replica history."""
+        total = 0.0
+        for zone in self.cfg.zones:
+            mine = [r for r in self.replicas if r.zone == zone]
+            steps = sorted([(r.created_s, 1) for r in mine]
+                           + [(r.gone_s, -1) for r in mine if r.gone_s is not None])
+            live, since = 0, 0.0
+            for t, step in steps:
+                total += math.ceil(live / self.cfg.slots_per_node) * (min(t, end) - since)
+                live, since = live + step, min(t, end)
+            total += math.ceil(live / self.cfg.slots_per_node) * max(0.0, end - since)
+        return total
+
     def fullest_zone(self) -> str:
         """The zone still up with the most ready replicas (ties: the first listed)."""
         up = [z for z in self.cfg.zones if z not in self.down_zones]

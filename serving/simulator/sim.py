@@ -298,7 +298,9 @@ class Simulation:
             scale_events=self._scale_events, starts=starts, gpu_hours=node_hours,
             replica_gpu_hours=replica_hours, end_s=end,
             extra={"autoscaler_history": getattr(self.autoscaler, "history", None),
-                   "zones_lost": list(self._zones_lost)},
+                   "zones_lost": list(self._zones_lost),
+                   "packed_node_gpu_hours":
+                       fleet.packed_node_seconds(end) * self.cfg.fleet.gpus_per_node / 3600},
         )
 
 
