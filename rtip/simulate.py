@@ -148,7 +148,8 @@ def print_report(doc: dict[str, object], console: Console) -> None:
             f"  replicas min/mean/max {reps['min']}/{_fmt(reps['mean'])}/{reps['max']}; "
             f"scale-ups {tts['count']} (mean {_fmt(tts['mean_s'])} s, max {_fmt(tts['max_s'])} s to ready); "
             f"GPU utilization {_fmt(f['gpu_utilization'])}; GPU-hours {_fmt(f['gpu_hours'])} "
-            f"(whole nodes {_fmt(f['node_gpu_hours'])})", markup=False)
+            f"(whole nodes {_fmt(f['node_gpu_hours'])}, packed {_fmt(f['packed_node_gpu_hours'])})",
+            markup=False)
         fired = [a for a in run["slo_alerts"] if a["first_fired_s"] is not None]
         console.print("  SLO burn-rate alerts (its PrometheusRule, evaluated every "
                       f"{EVALUATION_INTERVAL_S:g} s): " + ("; ".join(

@@ -218,6 +218,11 @@ def test_rtip_plan_says_where_the_alerts_go(stack: str, said: str) -> None:
             f"serving/gateway_slo.py): {said}") in out.getvalue()
     platform = stack_doc(stack)["config"]["rtip:platform"]
     assert doc["heartbeat_webhooks"] == platform.get("heartbeat_webhooks", {})
+    if stack == "prod":
+        # The tier table's last column, by hand from vLLM 0.11's buckets: interactive 500 ms TTFT
+        # is a bucket, 30 ms TPOT reads at 25; standard 2 s reads at 1.0 s, 100 ms is a bucket.
+        assert "alerts: a miss past (ms)" in out.getvalue()
+        assert "500 / 25" in out.getvalue() and "1000 / 100" in out.getvalue()
 
 
 # --- the heartbeat: each cluster's Watchdog to its own dead man's switch -------------------------

@@ -143,9 +143,10 @@ def test_a_stated_growth_rate_sets_the_headroom_over_the_cold_start() -> None:
 
 
 def test_the_whole_peak_within_a_minute_is_the_code_trace() -> None:
-    """A second method: the code trace rises from nothing to its busiest minute within one
-    minute (its growth table's first row), so stating 1.0 of peak a minute must plan exactly
-    as `traffic: code` does (both capped at the whole peak over a longer cold start)."""
+    """A second method, at the cap: the code trace rises from nothing to its busiest minute
+    within one minute (its growth table's first row), so stating 1.0 of peak a minute must plan
+    exactly as `traffic: code` does (both capped at the whole peak over a longer cold start).
+    Below the cap the first test's hand calculation stands alone."""
     assert growth_within(60, "code") == 1.0
     stated, code = _dev_with(growth_per_minute=1.0), _dev_with(traffic="code")
     assert stated.cold_start.total_s > 60

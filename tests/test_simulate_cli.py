@@ -123,6 +123,22 @@ def test_losing_the_fullest_zone_names_the_zone_it_took(
     assert _item(chosen, "zone loss")["detail"].startswith("zone us-east-1a lost at 120 s:")
 
 
+def test_the_text_report_says_what_the_json_holds(tmp_path: Path, traces: dict[str, Path], capsys) -> None:
+    """The terminal report's cost and alert lines carry the run's own figures."""
+    stack = _stack(tmp_path, "z", 5.0, (3, 3), ["us-east-1a", "us-east-1b", "us-east-1c"])
+    args = [str(stack), "--trace", str(traces["long"]), "--zone-loss", "fullest@120"]
+    _, doc = _run(capsys, *args)
+    (run,) = doc["models"]
+    main(["simulate", *args])
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    f = run["figures"]
+    assert f"(whole nodes {f['node_gpu_hours']:.3f}, packed {f['packed_node_gpu_hours']:.3f})" in text
+    fired = [a for a in run["slo_alerts"] if a["first_fired_s"] is not None]
+    said = "SLO burn-rate alerts (its PrometheusRule, evaluated every 30 s): "
+    assert said + ("none fired" if not fired else f"{fired[0]['severity']} ") in text
+    assert 0 < f["packed_node_gpu_hours"] <= f["node_gpu_hours"]
+
+
 def test_the_json_has_every_figure(tmp_path: Path, traces: dict[str, Path], capsys) -> None:
     # Time scaling keeps every request of the file (rate scaling, the default, adds or drops some).
     _, doc = _run(capsys, "dev", "--trace", str(traces["short"]), "--model", "llama-1b", "--scale", "time")
