@@ -110,6 +110,22 @@ class Autoscaling:
         }
 
 
+def completion_rate(selector: str) -> str:
+    """The model's finished requests a second over the last RATE_WINDOW, summed over its pods."""
+    return f"sum(rate({SUCCESS}{selector}[{RATE_WINDOW}]))"
+
+
+def zone_query(selector: str, load: str, k: float, ceiling: float, threshold: float) -> str:
+    """The trigger with its zone branch: the larger of requests in flight and `load` x `k` (held
+    at most at `ceiling` x `k`: `ceiling` is in `load`'s units) plus one replica's `threshold`,
+    against that threshold. With `load` the completion rate and k = T (1 + h) / (q (Z - 1) / Z),
+    the branch asks for 1 + rate (1 + h) / (q (Z - 1) / Z) replicas."""
+    in_flight = f"sum({RUNNING}{selector}) + sum({WAITING}{selector})"
+    k = round(k, 4)
+    cap = round(ceiling * k, 2)
+    return f"clamp_min(clamp_max({load} * {k:g}, {cap:g}) + {threshold:g}, scalar({in_flight}))"
+
+
 def in_flight_target(capacity: ReplicaCapacity, prof: Profile, input_tokens: int, output_tokens: int,
                      headroom: float) -> float:
     """Running + waiting requests of one replica serving its sized rate / (1 + headroom)."""
@@ -202,11 +218,8 @@ def autoscaling(
         # conversation trace cost the VL model 1.71 % of its requests (budget 1.5 %).
         zone_rate = capacity.qps * (z - 1) / z
         q_zone = zone_rate / (1 + replicas.headroom)
-        k = round(threshold / q_zone, 4)
-        cap = round(ceiling_qps * k / (1 + replicas.headroom), 2)  # rate x k: rate x (1 + h) = ceiling
-        completions = f"sum(rate({SUCCESS}{selector}[{RATE_WINDOW}]))"
-        query = (f"clamp_min(clamp_max({completions} * {k:g}, {cap:g}) + {threshold:g}, "
-                 f"scalar({in_flight}))")
+        query = zone_query(selector, completion_rate(selector), threshold / q_zone,
+                           ceiling_qps / (1 + replicas.headroom), threshold)
         zone_note = (f"; and at least 1 + the completion rate over {q_zone:.2f} req/s a replica "
                      f"({z - 1}/{z} of it, less the headroom), up to {ceiling_qps:g} req/s, "
                      f"so the fleet survives losing one of {z} zones as traffic grows")
@@ -231,4 +244,4 @@ def autoscaling(
 
 
 __all__ = ["POLLING_INTERVAL_S", "RUNNING", "SUCCESS", "WAITING", "Autoscaling", "autoscaling", "behavior",
-           "in_flight_at", "in_flight_target"]
+           "completion_rate", "in_flight_at", "in_flight_target", "zone_query"]

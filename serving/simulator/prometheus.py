@@ -35,8 +35,18 @@ class Store:
     def __init__(self, lookback_s: float = LOOKBACK_S) -> None:
         self.lookback_s = lookback_s
         self._by_name: dict[str, dict[Labels, Series]] = {}
+        # Subqueries' values at past steps (promql_eval._subquery), valid while samples arrive in
+        # time order: the simulator scrapes forward, so a past step never changes.
+        self.memo: dict[object, dict[float, object]] = {}
+        self._latest = -math.inf
+
+    def _arrived(self, t: float) -> None:
+        if t < self._latest:
+            self.memo.clear()
+        self._latest = max(self._latest, t)
 
     def add(self, t: float, name: str, labels: Labels, value: float) -> None:
+        self._arrived(t)
         series = self._by_name.setdefault(name, {}).get(labels)
         if series is None:
             series = self._by_name[name][labels] = Series()
@@ -46,6 +56,7 @@ class Store:
     def mark_stale(self, t: float, label: str, value: str) -> None:
         """Every series with `label`=`value` ends at `t` (Prometheus writes a staleness marker
         when a scrape target disappears)."""
+        self._arrived(t)
         for by_labels in self._by_name.values():
             for labels, series in by_labels.items():
                 if (label, value) in labels and series.stale_at > t:

@@ -2,8 +2,9 @@
 
 Enough PromQL for autoscaling queries: instant and range selectors with `=`, `!=`, `=~`, `!~`
 matchers; `sum`/`avg`/`max`/`min`/`count` with `by (...)` or `without (...)` in either position;
-`rate`, `increase`, `avg_over_time`, `max_over_time`; `histogram_quantile`; `clamp_min`,
-`clamp_max`, `abs`, `scalar`, `vector`; `+ - * /` between expressions and numbers, with
+`rate`, `increase`, `avg_over_time`, `max_over_time`, `deriv`, `predict_linear`;
+`histogram_quantile`; `clamp_min`, `clamp_max`, `abs`, `scalar`, `vector`; subqueries
+`expr[range:step]` (with their step); `+ - * /` between expressions and numbers, with
 parentheses and unary minus. Semantics follow Prometheus (promql/functions.go, quantile.go):
 - an instant selector takes each series' newest sample within the 5-minute lookback, unless the
   series went stale (its target disappeared) before;
@@ -11,6 +12,9 @@ parentheses and unary minus. Semantics follow Prometheus (promql/functions.go, q
 - `rate`/`increase` are Prometheus's `extrapolatedRate`: counter resets add the pre-reset value,
   the result is extrapolated to the window edges when the gap is under 1.1 average sample
   intervals (else by half an interval), and never below zero at the start;
+- a subquery evaluates its expression at each multiple of its step after t - range, up to t;
+- `deriv`/`predict_linear` fit a least-squares line to a range's samples (`predict_linear`'s
+  intercept at the evaluation time, plus slope x its seconds);
 - `histogram_quantile` interpolates linearly inside the bucket holding rank q x count, returns the
   upper bound of the last finite bucket if the rank falls in +Inf, and NaN without data;
 - binary operators between two vectors match series with identical labels (one-to-one); the metric
@@ -19,28 +23,28 @@ parentheses and unary minus. Semantics follow Prometheus (promql/functions.go, q
 
 from __future__ import annotations
 
-import math
 import re
-from bisect import bisect_right
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
-from serving.simulator.prometheus import LOOKBACK_S, Labels, Series, Store, bucket_quantile, extrapolated_rate
-
-Vector = dict[Labels, float]
-RangeVector = dict[Labels, tuple[list[float], list[float]]]
-Value = float | Vector
-
-
-
-class PromQLError(ValueError):
-    """A query that does not parse or cannot be evaluated."""
-
+from serving.simulator.prometheus import LOOKBACK_S, Labels, Series, Store
+from serving.simulator.promql_eval import (
+    Evaluator,
+    Matcher,
+    Node,
+    PromQLError,
+    Value,
+    Vector,
+    _aggregate,
+    _binary,
+    _function,
+    _selector,
+    _subquery,
+)
 
 # -- parsing ------------------------------------------------------------------------------------
 _TOKEN = re.compile(r"""\s*(?:
     (?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)(?![a-zA-Z_:\d.])
   | (?P<dur>\d+(?:ms|s|m|h|d|w|y))
+  | (?P<colon>:(?=\d|\]))
   | (?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)
   | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<op>=~|!~|!=|==|[-+*/(){}\[\],=])
@@ -69,25 +73,6 @@ def _tokens(query: str) -> list[tuple[str, str]]:
         out.append((kind, m.group(kind)))
         pos = m.end()
     return out
-
-
-Node = Callable[["Evaluator"], "Value | RangeVector"]
-
-
-@dataclass(frozen=True)
-class Matcher:
-    label: str
-    op: str
-    value: str
-
-    def __call__(self, labels: dict[str, str]) -> bool:
-        have = labels.get(self.label, "")
-        if self.op == "=":
-            return have == self.value
-        if self.op == "!=":
-            return have != self.value
-        hit = re.fullmatch(self.value, have) is not None
-        return hit if self.op == "=~" else not hit
 
 
 class _Parser:
@@ -136,6 +121,31 @@ class _Parser:
         return self.primary()
 
     def primary(self) -> Node:
+        node = self.operand()
+        while self.peek()[1] == "[":  # a subquery of any instant expression: expr[range:step]
+            node = self.subquery(node)
+        return node
+
+    def subquery(self, inner: Node) -> Node:
+        self.take("[")
+        window = self.duration()
+        if self.peek()[0] != "colon":
+            raise PromQLError(f"PromQL: expected ':' in a subquery like x[10m:15s] in {self.query!r}")
+        self.take()
+        if self.peek()[1] == "]":
+            raise PromQLError(f"PromQL: a subquery needs its step (the rule evaluation interval is "
+                              f"not known here) in {self.query!r}")
+        step = self.duration()
+        self.take("]")
+        return _subquery(inner, window, step)
+
+    def duration(self) -> float:
+        kind, raw = self.take()
+        if kind != "dur":
+            raise PromQLError(f"PromQL: expected a duration like 5m in {self.query!r}, got {raw!r}")
+        return duration_s(raw)
+
+    def operand(self) -> Node:
         kind, text = self.peek()
         if kind == "num":
             self.take()
@@ -202,174 +212,17 @@ class _Parser:
                 if self.peek()[1] == ",":
                     self.take()
             self.take("}")
-        window: float | None = None
-        if self.peek()[1] == "[":
-            self.take()
-            kind, raw = self.take()
-            if kind != "dur":
-                raise PromQLError(f"PromQL: expected a duration like 5m in {self.query!r}, got {raw!r}")
-            window = duration_s(raw)
-            self.take("]")
+        instant = _selector(name, tuple(matchers), None)
+        if self.peek()[1] != "[":
+            return instant
+        start = self.i
+        self.take()
+        window = self.duration()
+        if self.peek()[0] == "colon":  # x[10m:15s] is a subquery of the instant selector
+            self.i = start
+            return instant
+        self.take("]")
         return _selector(name, tuple(matchers), window)
-
-
-# -- evaluation ---------------------------------------------------------------------------------
-class Evaluator:
-    def __init__(self, store: Store, t: float) -> None:
-        self.store = store
-        self.t = t
-
-
-def _select(ev: Evaluator, name: str, matchers: tuple[Matcher, ...]) -> Iterable[tuple[Labels, Series]]:
-    for labels, series in ev.store.series(name).items():
-        if matchers:
-            as_dict = dict(labels)
-            if not all(m(as_dict) for m in matchers):
-                continue
-        yield labels, series
-
-
-def _selector(name: str, matchers: tuple[Matcher, ...], window: float | None) -> Node:
-    def instant(ev: Evaluator) -> Vector:
-        out: Vector = {}
-        for labels, s in _select(ev, name, matchers):
-            i = bisect_right(s.times, ev.t) - 1
-            if i >= 0 and s.times[i] >= ev.t - ev.store.lookback_s and s.stale_at > ev.t:
-                out[labels] = s.values[i]
-        return out
-
-    def ranged(ev: Evaluator) -> RangeVector:
-        out: RangeVector = {}
-        start = ev.t - (window or 0.0)
-        for labels, s in _select(ev, name, matchers):
-            lo, hi = bisect_right(s.times, start), bisect_right(s.times, ev.t)
-            if hi > lo:
-                out[labels] = (s.times[lo:hi], s.values[lo:hi])
-        return out
-
-    if window is None:
-        return instant
-    ranged.window = window  # type: ignore[attr-defined]
-    return ranged
-
-
-def _range_arg(args: list[Node], name: str, query: str) -> Node:
-    if len(args) != 1 or not hasattr(args[0], "window"):
-        raise PromQLError(f"PromQL: {name}() takes one range vector like x[5m] in {query!r}")
-    return args[0]
-
-
-def _as_vector(value: Value | RangeVector, what: str) -> Vector:
-    if not isinstance(value, dict):
-        raise PromQLError(f"PromQL: {what} expects an instant vector, got a number")
-    return value  # type: ignore[return-value]
-
-
-def _as_scalar(value: Value | RangeVector, what: str) -> float:
-    if isinstance(value, dict):
-        raise PromQLError(f"PromQL: {what} expects a number")
-    return value
-
-
-def _function(name: str, args: list[Node], query: str) -> Node:
-    if name in ("rate", "increase"):
-        arg = _range_arg(args, name, query)
-        window = arg.window  # type: ignore[attr-defined]
-
-        def rate(ev: Evaluator) -> Vector:
-            out: Vector = {}
-            for labels, (times, values) in arg(ev).items():  # type: ignore[union-attr]
-                v = extrapolated_rate(times, values, ev.t, window, name == "rate")
-                if v is not None:
-                    out[labels] = v
-            return out
-        return rate
-    if name in ("avg_over_time", "max_over_time"):
-        arg = _range_arg(args, name, query)
-        reduce = max if name == "max_over_time" else (lambda v: sum(v) / len(v))
-        return lambda ev: {lab: reduce(vals) for lab, (_, vals) in arg(ev).items()}  # type: ignore[union-attr]
-    if name == "histogram_quantile":
-        if len(args) != 2:
-            raise PromQLError(f"PromQL: histogram_quantile(q, buckets) in {query!r}")
-        q_node, v_node = args
-        return lambda ev: _histogram_quantile(_as_scalar(q_node(ev), name),
-                                              _as_vector(v_node(ev), name))
-    if name in ("clamp_min", "clamp_max"):
-        if len(args) != 2:
-            raise PromQLError(f"PromQL: {name}(vector, number) in {query!r}")
-        v_node, s_node = args
-        pick = max if name == "clamp_min" else min
-        return lambda ev: {lab: pick(v, _as_scalar(s_node(ev), name))
-                           for lab, v in _as_vector(v_node(ev), name).items()}
-    if name == "abs" and len(args) == 1:
-        return lambda ev: {lab: abs(v) for lab, v in _as_vector(args[0](ev), name).items()}
-    if name == "scalar" and len(args) == 1:
-        def scalar(ev: Evaluator) -> float:
-            vec = _as_vector(args[0](ev), name)
-            return next(iter(vec.values())) if len(vec) == 1 else math.nan
-        return scalar
-    if name == "vector" and len(args) == 1:
-        return lambda ev: {(): _as_scalar(args[0](ev), name)}
-    raise PromQLError(f"PromQL: unsupported function {name}() with {len(args)} argument(s) in {query!r}")
-
-
-def _histogram_quantile(q: float, buckets: Vector) -> Vector:
-    groups: dict[Labels, list[tuple[float, float]]] = {}
-    for labels, count in buckets.items():
-        rest = tuple(kv for kv in labels if kv[0] != "le")
-        le = dict(labels).get("le")
-        if le is None:
-            continue
-        groups.setdefault(rest, []).append((math.inf if le == "+Inf" else float(le), count))
-    out: Vector = {}
-    for labels, pairs in groups.items():
-        pairs.sort()
-        out[labels] = bucket_quantile(q, pairs)
-    return out
-
-
-def _aggregate(op: str, grouping: tuple[str, tuple[str, ...]] | None, inner: Node) -> Node:
-    def run(ev: Evaluator) -> Vector:
-        vec = _as_vector(inner(ev), op)
-        groups: dict[Labels, list[float]] = {}
-        for labels, v in vec.items():
-            if grouping is None:
-                key: Labels = ()
-            elif grouping[0] == "by":
-                key = tuple(kv for kv in labels if kv[0] in grouping[1])
-            else:
-                key = tuple(kv for kv in labels if kv[0] not in grouping[1])
-            groups.setdefault(key, []).append(v)
-        reduce: Callable[[list[float]], float] = {
-            "sum": math.fsum, "max": max, "min": min, "count": lambda v: float(len(v)),
-            "avg": lambda v: math.fsum(v) / len(v)}[op]
-        return {key: reduce(values) for key, values in groups.items()}
-    return run
-
-
-def _arith(op: str, a: float, b: float) -> float:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if b == 0:
-        return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a)
-    return a / b
-
-
-def _binary(op: str, left: Node, right: Node) -> Node:
-    def run(ev: Evaluator) -> Value:
-        a, b = left(ev), right(ev)
-        if isinstance(a, dict) and isinstance(b, dict):
-            return {lab: _arith(op, v, b[lab]) for lab, v in a.items() if lab in b}
-        if isinstance(a, dict):
-            return {lab: _arith(op, v, b) for lab, v in a.items()}  # type: ignore[arg-type]
-        if isinstance(b, dict):
-            return {lab: _arith(op, a, v) for lab, v in b.items()}
-        return _arith(op, a, b)
-    return run  # type: ignore[return-value]
 
 
 _CACHE: dict[str, Node] = {}

@@ -1,0 +1,126 @@
+"""The simulated PromQL's subqueries, `deriv` and `predict_linear` against Prometheus's own engine
+(promtool 2.42's `test rules`) over the same series, and the subquery memo against evaluation
+without it.
+
+promtool 2.42 takes a range's left edge as closed, Prometheus 3 (and the simulator) as open, so
+the comparisons keep every edge off the samples: evaluation times off the 15 s grid, and the rate
+window 61 s, so a subquery step (a multiple of 15 s) less 61 s never lands on a sample.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from serving.simulator.promql import PromQLError, Store, evaluate
+from tests import promtool
+
+STEP_S = 15.0
+# Two pods' request counters whose rate climbs, then falls (promtool's expanding notation: `a+bxn`
+# is a, a + b, ..., a + n b), and a gauge that steps.
+SERIES = {
+    'req_total{pod="a"}': "0+2x40 80+5x40 280+1x40",
+    'req_total{pod="b"}': "0+1x40 40+3x40 160+3x40",
+    'queue{pod="a"}': "1x20 4x20 2x20 7x20 3x40",
+}
+
+
+def expand(notation: str) -> list[float]:
+    """promtool's values notation (`a+bxn`, `axn`, plain numbers) as one value per interval."""
+    out: list[float] = []
+    for part in notation.split():
+        m = re.fullmatch(r"(-?[\d.]+)(?:([+-][\d.]+)?x(\d+))?", part)
+        assert m is not None, part
+        start, step, n = float(m.group(1)), float(m.group(2) or 0), int(m.group(3) or 0)
+        out.extend(start + step * i for i in range(n + 1))
+    return out
+
+
+def store(until_s: float = math.inf) -> Store:
+    s = Store()
+    for series, notation in SERIES.items():
+        name, labels = series.split("{")
+        key = tuple(sorted(tuple(kv.split("=")) for kv in labels.rstrip("}").replace('"', "").split(",")))
+        for i, v in enumerate(expand(notation)):
+            if i * STEP_S <= until_s:
+                s.add(i * STEP_S, name, key, v)  # type: ignore[arg-type]
+    return s
+
+
+QUERIES = [
+    "predict_linear(sum(rate(req_total[61s]))[5m:15s], 700)",
+    "deriv(sum(rate(req_total[61s]))[10m:15s])",
+    "clamp_min(predict_linear(sum(rate(req_total[61s]))[5m:15s], 700), scalar(sum(rate(req_total[61s]))))",
+    "predict_linear(queue[3m], 120)",
+    "deriv(queue[5m])",
+    "max_over_time(rate(req_total[61s])[4m:1m])",
+    "avg_over_time(sum(queue)[2m:30s])",
+]
+TIMES = ["7m7s", "12m52s", "17m3s", "22m44s", "31m8s", "38m11s"]
+
+
+def _seconds(text: str) -> float:
+    m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", text)
+    assert m is not None
+    return 60.0 * int(m.group(1) or 0) + int(m.group(2) or 0)
+
+
+def _labels(key: tuple[tuple[str, str], ...]) -> str:
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in key) + "}"
+
+
+def test_subqueries_deriv_and_predict_linear_agree_with_prometheus(tmp_path: Path) -> None:
+    pairs = [(q, t) for q in QUERIES for t in TIMES]
+    want = promtool.evaluate(SERIES, pairs, tmp_path, interval="15s")
+    full = store()
+    nonzero = 0
+    for (query, at), expected in zip(pairs, want, strict=True):
+        got = evaluate(query, full, _seconds(at))
+        assert isinstance(got, dict)
+        assert {_labels(k) for k in got} == set(expected), (query, at, got, expected)
+        for key, value in got.items():
+            assert value == pytest.approx(expected[_labels(key)], rel=1e-9, abs=1e-9), (query, at)
+            nonzero += value != 0
+    assert nonzero > len(pairs) // 2  # the series move: a query of zeros would prove little
+
+
+def test_the_memo_of_past_steps_gives_what_a_fresh_store_gives() -> None:
+    """Polled every 15 s as the samples arrive (the simulator's order: a scrape, then the poll),
+    each answer equals the same query on a store built afresh to that instant (no memo)."""
+    query = QUERIES[2]
+    growing = Store()
+    items = sorted((i * STEP_S, series, v) for series, notation in SERIES.items()
+                   for i, v in enumerate(expand(notation)))
+    polls = 0
+    for n, (t, series, v) in enumerate(items):
+        name, labels = series.split("{")
+        key = tuple(sorted(tuple(kv.split("=")) for kv in labels.rstrip("}").replace('"', "").split(",")))
+        growing.add(t, name, key, v)  # type: ignore[arg-type]
+        if n + 1 == len(items) or items[n + 1][0] > t:  # every series scraped at t
+            assert evaluate(query, growing, t) == evaluate(query, store(t), t), t
+            polls += 1
+    assert polls > 100 and growing.memo  # the memo was used, and answers stayed right
+
+
+def test_a_sample_out_of_time_order_drops_the_memo() -> None:
+    s = store(600.0)
+    before = evaluate("avg_over_time(sum(queue)[5m:15s])", s, 600.0)
+    s.add(450.0, "queue", (("pod", "b"),), 100.0)  # late: a step at 450 s and after now reads it
+    after = evaluate("avg_over_time(sum(queue)[5m:15s])", s, 600.0)
+    assert not s.memo or all(not m for m in s.memo.values()) or after != before
+    fresh = Store()
+    for name, by_labels in (("queue", s.series("queue")), ("req_total", s.series("req_total"))):
+        for labels, series in by_labels.items():
+            for t, v in sorted(zip(series.times, series.values, strict=True)):
+                fresh.add(t, name, labels, v)
+    assert after == evaluate("avg_over_time(sum(queue)[5m:15s])", fresh, 600.0)
+    assert after != before
+
+
+@pytest.mark.parametrize("query", ["sum(queue)[5m]", "queue[5m:]", "queue[5m:15s", "rate(queue[1m])[5m:x]"])
+def test_malformed_subqueries_are_refused(query: str) -> None:
+    with pytest.raises(PromQLError):
+        evaluate(query, store(300.0), 300.0)
