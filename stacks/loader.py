@@ -13,13 +13,14 @@ import difflib
 import math
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from stacks.checks import Problem, check
 from stacks.schema import CONFIG_KEY, PATTERN_WORDS, StackSpec
+from stacks.secrets import SecretState, secret_problems
 
 KEY_MARK = "[key]"  # pydantic's last loc item when a mapping's key, not its value, is wrong
 
@@ -44,8 +45,11 @@ def _join(root: str, path: str) -> str:
     return f"{root}{path}" if path.startswith("[") else f"{root}.{path}"
 
 
-def load_spec(raw: Any, source: str) -> StackSpec:
-    """Validate shape and types, then the cross-field and catalog checks."""
+def load_spec(raw: Any, source: str, secrets: Callable[[str], SecretState] | None = None) -> StackSpec:
+    """Validate shape and types, then the cross-field and catalog checks and (given `secrets`, the
+    state of a config key) the secrets the stack names: one run reports them all, a missing
+    secret beside a cross-field problem too. A value of the wrong shape stops before the rest,
+    since what it names cannot be read."""
     if raw is None:
         raise SpecError(source, [Problem("", f"missing; set {CONFIG_KEY} to a mapping")])
     if not isinstance(raw, dict):
@@ -55,6 +59,8 @@ def load_spec(raw: Any, source: str) -> StackSpec:
     except ValidationError as err:
         raise SpecError(source, [_problem(e) for e in err.errors()]) from None
     problems = check(spec)
+    if secrets is not None:
+        problems += secret_problems(spec, secrets)
     if problems:
         raise SpecError(source, problems)
     return spec

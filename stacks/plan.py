@@ -26,7 +26,7 @@ from stacks.loader import SpecError, load_spec
 from stacks.model_plan import ModelRegionPlan, model_region_plan
 from stacks.naming import cluster_name
 from stacks.schema import GpuPoolSpec, RegionSpec, StackSpec
-from stacks.secrets import SecretState, secret_problems
+from stacks.secrets import SecretState
 from stacks.tiers import resolve_tiers, tier_of
 
 
@@ -155,9 +155,7 @@ def plan_stack(spec: StackSpec, sizing: Sizing = measure) -> Plan:
 def load_plan(raw: Any, source: str, secrets: Callable[[str], SecretState] | None = None) -> Plan:
     """Validate the `rtip:platform` value (and, given `secrets`, the secret config values it
     names: stacks.secrets), then plan it; every problem is a SpecError."""
-    spec = load_spec(raw, source)
-    if secrets is not None and (missing := secret_problems(spec, secrets)):
-        raise SpecError(source, missing)
+    spec = load_spec(raw, source, secrets)
     try:
         return plan_stack(spec)
     except PlanningError as err:

@@ -74,6 +74,18 @@ def test_a_tenant_key_the_stack_does_not_set_exits_2_before_planning(tmp_path: P
     assert "Missing required configuration" not in err
 
 
+def test_a_missing_secret_and_a_spec_problem_come_in_one_run(tmp_path: Path, capsys) -> None:
+    """A stack that names a region twice and drops a tenant key hears of both at once, rather
+    than fixing one and rerunning to hear of the other."""
+    platform = _platform("dev")
+    platform["regions"] = [platform["regions"][0], copy.deepcopy(platform["regions"][0])]
+    path = _stack_file(tmp_path, platform, drop=("mlTeamApiKey",))
+    err = plan_fails(capsys, path)
+    assert f"{path}: rtip:platform.regions[1].region: " in err and "appears more than once" in err
+    assert (f"{path}: rtip:platform.tenants[0].api_key_secret: names config value 'rtip:mlTeamApiKey', "
+            "which the stack does not set") in err
+
+
 def test_the_runtime_tells_secret_from_clear_text_as_the_cli_hands_it_over() -> None:
     """components.secrets reads the SDK's runtime config, which the CLI (and rtip/offline.py)
     fill with the stack's values and the keys that were `secure:`."""
