@@ -8,14 +8,14 @@ plan, and the offline engine reads the very same `plan` value back from this mod
 import pulumi
 
 from components.platform import Platform
-from components.secrets import secret_state
+from components.secrets import secret_state, secret_value
 from stacks.loader import SpecError
 from stacks.plan import load_plan
 from stacks.schema import CONFIG_NAMESPACE
 
 try:
     plan = load_plan(pulumi.Config(CONFIG_NAMESPACE).get_object("platform"), f"stack {pulumi.get_stack()}",
-                     secrets=secret_state)
+                     secrets=secret_state, reveal=secret_value)
 except SpecError as err:
     # RunError prints the message without a Python traceback.
     raise pulumi.RunError(str(err)) from None

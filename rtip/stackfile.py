@@ -19,6 +19,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from stacks.schema import CONFIG_KEY, CONFIG_NAMESPACE, StackSpec
+from stacks.secrets import offline_placeholder
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 STACK_TOP_KEYS = {"config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment"}
@@ -164,7 +165,7 @@ def load(stack: str, project_dir: Path = PROJECT_DIR) -> StackConfig:
             continue
         if is_secure:
             secrets.add(key)
-            values[key] = f"[offline secret {key}]"
+            values[key] = offline_placeholder(key)
         else:
             values[key] = value
     if problems:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from stacks.checks import Problem, check
 from stacks.schema import CONFIG_KEY, PATTERN_WORDS, StackSpec
-from stacks.secrets import SecretState, secret_problems
+from stacks.secrets import SecretState, secret_problems, webhook_problems
 
 KEY_MARK = "[key]"  # pydantic's last loc item when a mapping's key, not its value, is wrong
 
@@ -45,9 +45,11 @@ def _join(root: str, path: str) -> str:
     return f"{root}{path}" if path.startswith("[") else f"{root}.{path}"
 
 
-def load_spec(raw: Any, source: str, secrets: Callable[[str], SecretState] | None = None) -> StackSpec:
+def load_spec(raw: Any, source: str, secrets: Callable[[str], SecretState] | None = None,
+              reveal: Callable[[str], str | None] | None = None) -> StackSpec:
     """Validate shape and types, then the cross-field and catalog checks and (given `secrets`, the
-    state of a config key) the secrets the stack names: one run reports them all, a missing
+    state of a config key) the secrets the stack names, and (given `reveal`, a secret's clear
+    value where the runtime holds it) the webhook URLs: one run reports them all, a missing
     secret beside a cross-field problem too. A value of the wrong shape stops before the rest,
     since what it names cannot be read."""
     if raw is None:
@@ -61,6 +63,8 @@ def load_spec(raw: Any, source: str, secrets: Callable[[str], SecretState] | Non
     problems = check(spec)
     if secrets is not None:
         problems += secret_problems(spec, secrets)
+    if reveal is not None:
+        problems += webhook_problems(spec, reveal)
     if problems:
         raise SpecError(source, problems)
     return spec

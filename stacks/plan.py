@@ -152,10 +152,11 @@ def plan_stack(spec: StackSpec, sizing: Sizing = measure) -> Plan:
     return Plan(spec, posture(spec.environment), tiers, tuple(regions))
 
 
-def load_plan(raw: Any, source: str, secrets: Callable[[str], SecretState] | None = None) -> Plan:
-    """Validate the `rtip:platform` value (and, given `secrets`, the secret config values it
-    names: stacks.secrets), then plan it; every problem is a SpecError."""
-    spec = load_spec(raw, source, secrets)
+def load_plan(raw: Any, source: str, secrets: Callable[[str], SecretState] | None = None,
+              reveal: Callable[[str], str | None] | None = None) -> Plan:
+    """Validate the `rtip:platform` value (and, given `secrets` and `reveal`, the secret config
+    values it names: stacks.secrets), then plan it; every problem is a SpecError."""
+    spec = load_spec(raw, source, secrets, reveal)
     try:
         return plan_stack(spec)
     except PlanningError as err:

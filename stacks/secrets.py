@@ -14,12 +14,22 @@ with Pulumi's own message and no key path. So the names are checked with the spe
 The Pulumi program (`__main__.py`) asks the SDK's runtime config (components/secrets.py), under
 the CLI and offline alike. Offline, the stack file loader (rtip/stackfile.py) already refuses a
 clear-text value of this project that Pulumi.yaml does not declare.
+
+Where the runtime holds a webhook's clear value (under the CLI, which decrypts the stack's config
+before the program runs and hands it over with the names of the secret keys; offline the value is
+ciphertext and cannot be read), the URL is checked against what Alertmanager's egress allows
+(serving/netpol.py: TCP 443 to IPv4 addresses outside the region's network): an `https://` URL
+with a host, on port 443, not an IPv6 literal nor an address inside the network it would post
+from. Otherwise the policy drops the post, and only the delivery alerts (or the heartbeat's
+silence) would tell. The message never repeats the URL: it is a secret.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Iterator
 from enum import Enum
+from urllib.parse import urlsplit
 
 from stacks.checks_base import Problem
 from stacks.schema import CONFIG_NAMESPACE, StackSpec
@@ -61,4 +71,69 @@ def secret_problems(spec: StackSpec, state: Callable[[str], SecretState]) -> lis
     return problems
 
 
-__all__ = ["SecretState", "named_secrets", "secret_problems"]
+def offline_placeholder(key: str) -> str:
+    """What the offline engine hands the program for a `secure:` value it cannot decrypt
+    (rtip/stackfile.py): the program must tell it from a clear value the CLI decrypted."""
+    return f"[offline secret {key}]"
+
+
+HTTPS_PORT = 443  # the only port Alertmanager's egress opens (serving/netpol.py)
+
+
+def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str | None:
+    """Why Alertmanager could not post to `url` from a cluster in `networks`, or None. Names no
+    part of the URL but its scheme and port."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return "does not hold a URL Alertmanager can parse"
+    if parts.scheme.lower() != "https":
+        shown = f"'{parts.scheme}://'" if parts.scheme else "no scheme"
+        return f"holds a URL with {shown}; expected https:// (Alertmanager's egress is HTTPS only)"
+    if not parts.hostname:
+        return "holds an https:// URL without a host"
+    if port not in (None, HTTPS_PORT):
+        return (f"holds a URL on port {port}; the network policy lets Alertmanager reach port "
+                f"{HTTPS_PORT} only")
+    try:
+        address = ipaddress.ip_address(parts.hostname)
+    except ValueError:
+        return None  # a name: resolved where Alertmanager runs
+    if address.version == 6:
+        return "holds a URL whose host is an IPv6 address; the network policy opens IPv4 only"
+    inside = [str(n) for n in networks if address in n]
+    if inside:
+        return (f"holds a URL whose host is an address inside the region's network {inside[0]}; "
+                "the network policy lets Alertmanager post outside it only")
+    return None
+
+
+def webhook_problems(spec: StackSpec, reveal: Callable[[str], str | None]) -> list[Problem]:
+    """One problem per webhook URL the runtime can read (`reveal` gives the clear value, or None)
+    that Alertmanager's egress would drop. The SLO webhooks are posted to from every region's
+    cluster, a heartbeat from its own region's."""
+    networks = {r.region: r.network.cidr for r in spec.regions}
+    named = [(f"alert_webhooks.{severity}", name, list(networks.values()))
+             for severity, name in spec.alert_webhooks.items()]
+    named += [(f"heartbeat_webhooks.{region}", name, [networks[region]] if region in networks else [])
+              for region, name in spec.heartbeat_webhooks.items()]
+    problems: list[Problem] = []
+    for path, name, nets in named:
+        key = f"{CONFIG_NAMESPACE}:{name}"
+        url = reveal(key)
+        why = webhook_url_problem(url, nets) if url is not None else None
+        if why is not None:
+            problems.append(Problem(path, f"config value {key!r} {why}"))
+    return problems
+
+
+__all__ = [
+    "HTTPS_PORT",
+    "SecretState",
+    "named_secrets",
+    "offline_placeholder",
+    "secret_problems",
+    "webhook_problems",
+    "webhook_url_problem",
+]

@@ -4,16 +4,17 @@ program registers anything: unset or clear-text values exit 2 with the key path 
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 
 import pulumi
 import pytest
 import yaml
 
-from components.secrets import secret_state
+from components.secrets import secret_state, secret_value
 from rtip import offline
 from rtip.stackfile import load
-from stacks.secrets import SecretState, named_secrets, secret_problems
+from stacks.secrets import SecretState, named_secrets, secret_problems, webhook_problems, webhook_url_problem
 from tests.conftest import spec_of, stack_doc, write_stack
 from tests.test_bad_input import plan_fails
 
@@ -123,3 +124,71 @@ def test_a_registry_login_is_checked_too(tmp_path: Path) -> None:
     doc["config"].update({"rtip:hubUser": {"secure": "v1:u"}, "rtip:hubToken": {"secure": "v1:t"}})
     path.write_text(yaml.safe_dump(doc))
     assert offline.run(load(str(path))).plan.spec.registries.upstream_credentials
+
+
+def _as_the_cli_hands_it(path: Path, clear: dict[str, str]):
+    """The stack's config as `pulumi preview` hands it to the program: every secret decrypted to
+    its clear value (`clear` by name, others a valid URL or key) and listed as a secret key."""
+    config = load(str(path))
+    values = dict(config.values)
+    for key in config.secret_keys:
+        values[key] = clear.get(key.removeprefix("rtip:"), "https://hooks.example.com/ok")
+    return replace(config, values=values)
+
+
+def test_under_the_cli_a_webhook_alertmanager_cannot_reach_is_refused_without_echoing_it(
+        tmp_path: Path) -> None:
+    platform = _platform("dev", alert_webhooks={"page": "pageHook", "ticket": "ticketHook"})
+    path = _stack_file(tmp_path, platform)
+    cli = _as_the_cli_hands_it(path, {"pageHook": "http://hooks.example.com/t0kenA",
+                                      "ticketHook": "https://hooks.example.com:8443/t0kenB"})
+    with pytest.raises(offline.ProgramRejected) as rejected:
+        offline.run(cli)
+    message = str(rejected.value)
+    assert ("rtip:platform.alert_webhooks.page: config value 'rtip:pageHook' holds a URL with "
+            "'http://'; expected https://") in message
+    assert ("rtip:platform.alert_webhooks.ticket: config value 'rtip:ticketHook' holds a URL on port "
+            "8443; the network policy lets Alertmanager reach port 443 only") in message
+    assert "t0ken" not in message and "hooks.example.com" not in message
+    # The same values encrypted, as offline: nothing to read, nothing refused (the shipped stacks
+    # plan with ciphertext), and secret_value tells the two apart.
+    assert secret_value_of(load(str(path)).for_engine(), "rtip:pageHook") is None
+    assert secret_value_of(cli.for_engine(), "rtip:pageHook") == "http://hooks.example.com/t0kenA"
+
+
+def secret_value_of(config: dict[str, str], key: str) -> str | None:
+    saved = (dict(pulumi.runtime.config.CONFIG.get()), set(pulumi.runtime.config._SECRET_KEYS.get()))
+    try:
+        pulumi.runtime.set_all_config(config, [key])
+        return secret_value(key)
+    finally:
+        pulumi.runtime.set_all_config(saved[0], sorted(saved[1]))
+
+
+def test_a_heartbeat_is_checked_against_its_own_regions_network() -> None:
+    """prod's us-east-1 network is 10.20.0.0/16 and us-west-2's 10.21.0.0/16 (the stack file): a
+    heartbeat posted from us-east-1 to 10.21.x leaves its network, to 10.20.x does not; an SLO
+    webhook is posted from every region, so 10.21.x is inside one of them."""
+    spec = spec_of("prod")
+    clear = {"rtip:heartbeatUsEast1": "https://10.21.0.9/beat", "rtip:heartbeatUsWest2": "https://10.21.0.9/b",
+             "rtip:sloTicketWebhook": "https://10.21.0.9/t", "rtip:sloPageWebhook": "https://[2001:db8::5]/p"}
+    found = {p.path: p.message for p in webhook_problems(spec, clear.get)}
+    assert set(found) == {"heartbeat_webhooks.us-west-2", "alert_webhooks.ticket", "alert_webhooks.page"}
+    assert "inside the region's network 10.21.0.0/16" in found["heartbeat_webhooks.us-west-2"]
+    assert "inside the region's network 10.21.0.0/16" in found["alert_webhooks.ticket"]
+    assert "IPv6" in found["alert_webhooks.page"]
+    assert webhook_problems(spec, {"rtip:heartbeatUsEast1": "https://10.22.0.1/x"}.get) == []
+    assert webhook_problems(spec, lambda key: None) == []  # ciphertext: nothing to read
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("https://hooks.example.com/x", None),
+    ("https://hooks.example.com:443/x", None),
+    ("hooks.example.com/x", "no scheme"),
+    ("https:///x", "without a host"),
+    ("https://hooks.example.com:99999/x", "can parse"),
+    ("https://hooks.example.com:80/x", "port 80"),
+])
+def test_webhook_urls_by_hand(url: str, why: str | None) -> None:
+    got = webhook_url_problem(url, [])
+    assert (got is None) if why is None else (got is not None and why in got)
