@@ -1,0 +1,160 @@
+"""Does a predictive growth term earn its keep? The plan's zone branch holds survivors for the load
+and the stack's stated growth over one cold start (rate x (1 + h)). This replays both Azure
+traces, as `benchmarks/autoscaling.py` plans and scales them, through the plan's ScaledObject with
+that branch's growth term replaced:
+
+- stated: the plan as emitted (rate x (1 + h), h from the stated growth);
+- predict-W: the load Prometheus's `predict_linear` expects one cold start ahead, fitted to the
+  completion rate over the last W (a subquery at the 15 s polling step), never below the rate
+  now: `clamp_min(predict_linear(rate[W:15s], cold start), scalar(rate))`, for W of 5, 10 and
+  20 minutes (shorter follows a ramp sooner, longer is less noisy);
+- none: no growth term (the load now; the zone surplus alone).
+
+Every variant keeps the plan's in-flight branch, bounds, behavior and the ceiling (stated peak and
+burst headroom). Each run is judged on the checklist as the autoscaling benchmark judges the plan:
+the SLO over the run, the tail at the busiest minute, a zone lost as it begins and at every
+300 s. Runs whose plan cannot scale (min = max) are skipped: every variant is the same fleet.
+Prints one row per run and, per model and trace, the cheapest variant that passes all four;
+writes benchmarks/results/predictive.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import autoscaling as bench  # noqa: E402
+
+from rtip.stackfile import load  # noqa: E402
+from serving.autoscaling import POLLING_INTERVAL_S, completion_rate, zone_query  # noqa: E402
+from serving.simulator import Trace, load_azure_2023  # noqa: E402
+from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "predictive.json"
+WINDOWS = ("5m", "10m", "20m")
+VARIANTS = ("stated", *(f"predict-{w}" for w in WINDOWS), "none")
+
+
+def variant_query(dep: Deployment, variant: str) -> str:
+    """The plan's trigger query with the zone branch's growth term as `variant` has it."""
+    a = dep.plan.autoscaling
+    if variant == "stated" or a.zone_rate_qps is None or a.ceiling_qps is None:
+        return a.query
+    selector = a.query[a.query.index("{"):a.query.index("}") + 1]  # the model's own series
+    rate = completion_rate(selector)
+    if variant == "none":
+        load_ = rate
+    elif variant.startswith("predict-"):
+        window = variant.removeprefix("predict-")
+        load_ = (f"clamp_min(predict_linear({rate}[{window}:{POLLING_INTERVAL_S}s], "
+                 f"{dep.fleet.cold_start.full_s:g}), scalar({rate}))")
+    else:
+        raise ValueError(variant)
+    # The branch then asks for 1 + load / (q (Z - 1) / Z): the growth is in `load`, not in k.
+    return zone_query(selector, load_, a.threshold / a.zone_rate_qps, a.ceiling_qps, a.threshold)
+
+
+def with_query(dep: Deployment, query: str) -> Deployment:
+    scaled = copy.deepcopy(dep.scaled_object)
+    scaled["triggers"][0]["metadata"]["query"] = query
+    return replace(dep, scaled_object=scaled)
+
+
+def run(dep: Deployment, trace: Trace, variant: str, pool: Executor | None) -> dict[str, Any]:
+    dep = with_query(dep, variant_query(dep, variant))
+    got = bench.run(dep, trace, "plan")
+    at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
+    sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
+    passes = (got["meets_slo"] and got["tail_at_peak"]["status"] == "PASS"  # type: ignore[index]
+              and at_peak["status"] == "PASS" and sweep["status"] == "PASS")
+    query = dep.scaled_object["triggers"][0]["metadata"]["query"]
+    return {"model": dep.plan.model, "variant": variant, "query": query,
+            "gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
+            "replicas": got["replicas"], "attainment": got["attainment"], "meets_slo": got["meets_slo"],
+            "tail_at_peak": got["tail_at_peak"]["status"],  # type: ignore[index]
+            "zone_loss_at_peak": {k: at_peak[k] for k in ("status", "bad_share", "error_budget")},
+            "zone_loss_any_moment": {k: sweep[k] for k in ("status", "passed", "moments", "worst")},
+            "passes_checklist": passes}
+
+
+def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cheapest variant passing the whole checklist, and the predictive ones that pass it on
+    fewer GPU-hours than stated."""
+    passing = [r for r in rows if r["passes_checklist"]]
+    stated = next(r for r in rows if r["variant"] == "stated")
+    best = min(passing, key=lambda r: r["gpu_hours"]) if passing else None
+    # Within SAME_FLEET of stated is the same fleet a pod's seconds apart, not a saving.
+    cheaper = [r["variant"] for r in passing if r["variant"].startswith("predict-")
+               and r["gpu_hours"] < stated["gpu_hours"] * (1 - bench.SAME_FLEET)]
+    return {"model": rows[0]["model"], "trace": rows[0]["trace"], "stated_gpu_hours": stated["gpu_hours"],
+            "stated_passes": stated["passes_checklist"],
+            "cheapest_passing": best["variant"] if best else None,
+            "cheapest_passing_gpu_hours": best["gpu_hours"] if best else None,
+            "predictive_cheaper_and_passing": cheaper}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stack", default="prod")
+    ap.add_argument("--window", type=float, default=3600.0, help="seconds of each scaled trace replayed")
+    ap.add_argument("--traces", default=",".join(bench.TRACES), help="comma-separated: conv,code")
+    ap.add_argument("--models", default="", help="comma-separated model names (default: all)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    config = load(args.stack)
+    models = [m for m in args.models.split(",") if m]
+    rows: list[dict[str, Any]] = []
+    verdicts: list[dict[str, Any]] = []
+    started = time.monotonic()
+    print(f"{'model':10} {'trace':5} {'variant':12} {'GPU-h':>7} {'rep mean/max':>13} {'SLO':>5} "
+          f"{'tail':>5} {'zone@peak':>15} {'sweep':>12}")
+    with ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
+                             mp_context=multiprocessing.get_context("fork")) as pool:
+        for name in args.traces.split(","):
+            base = load_azure_2023(bench.TRACES[name])
+            plan, _ = bench.plan_for(config.platform, config.source, base, name)
+            for mp in select(plan, None):
+                if (models and mp.model not in models) or mp.min_replicas == mp.max_replicas:
+                    continue
+                dep = deployment(plan, mp)
+                trace = trace_for(mp, base)
+                trace = trace.window(0.0, args.window) if trace.duration_s > args.window else trace
+                these = []
+                for variant in VARIANTS:
+                    r = {"trace": name, **run(dep, trace, variant, pool)}
+                    these.append(r)
+                    z, s = r["zone_loss_at_peak"], r["zone_loss_any_moment"]
+                    print(f"{r['model']:10} {name:5} {variant:12} {r['gpu_hours']:>7.2f} "
+                          f"{r['replicas']['mean']:>8.1f}/{r['replicas']['max']:<4} {r['meets_slo']!s:>5} "
+                          f"{r['tail_at_peak']:>5} {z['status']:>5} {z['bad_share']:>8.2%} "
+                          f"{s['status']:>5} {s['passed']}/{s['moments']}", flush=True)
+                rows.extend(these)
+                verdicts.append(verdict(these))
+    doc = {"stack": args.stack, "window_s": args.window, "variants": VARIANTS, "rows": rows,
+           "verdicts": verdicts, "seconds": round(time.monotonic() - started)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    for v in verdicts:
+        print(f"{v['model']:10} {v['trace']:5} stated {v['stated_gpu_hours']:.2f} GPU-h "
+              f"({'passes' if v['stated_passes'] else 'FAILS'}); cheapest passing: {v['cheapest_passing']} "
+              f"{v['cheapest_passing_gpu_hours']}; predictive and cheaper: "
+              f"{', '.join(v['predictive_cheaper_and_passing']) or '-'}")
+    print(f"wrote {args.out} in {doc['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
