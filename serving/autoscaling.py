@@ -105,6 +105,14 @@ class Autoscaling:
                     "query": self.query,
                     "threshold": str(self.threshold),
                     "activationThreshold": "0",
+                    # KEDA's prometheus scaler reads an empty result (or NaN) as 0 unless this is
+                    # false (pkg/scalers/prometheus_scaler.go, default true), and 0 asks the HPA
+                    # for the floor: a model whose pods no longer reach Prometheus (a broken
+                    # PodMonitor, every pod restarting) would be scaled in at full traffic, and
+                    # the fallback below would never apply. vLLM creates its counters and gauges
+                    # at 0 when it starts (v1/metrics/loggers.py), so a serving fleet never
+                    # answers empty, idle or not; only a fleet nobody scrapes does.
+                    "ignoreNullValues": "false",
                 },
             }],
         }
@@ -232,6 +240,7 @@ def autoscaling(
         min_replicas=replicas.min_replicas,
         max_replicas=replicas.max_replicas,
         # Without the metric the safe guess is peak: the SLO costs more than the idle GPUs.
+        # (A failed poll: Prometheus unreachable, or an empty answer with ignoreNullValues off.)
         fallback_replicas=replicas.max_replicas,
         behavior=behavior(replicas),
         rationale=(f"target {threshold:g} requests in flight a replica: "

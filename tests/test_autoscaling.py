@@ -176,3 +176,37 @@ def test_the_plan_caps_the_zone_branch_at_peak_and_burst_headroom() -> None:
         assert mp.autoscaling.zone_replicas(10 * mp.peak_qps) == math.ceil(wanted - 1e-6)
         checked += 1
     assert checked >= 4  # every prod model spans several zones somewhere
+
+
+def test_a_fleet_prometheus_no_longer_sees_goes_to_the_fallback_not_the_floor() -> None:
+    """prod's 8B, warm at 20 replicas, while its pods' metrics stop matching the trigger (they
+    carry another model name: a broken PodMonitor or relabelling). Prometheus still answers, with
+    nothing. KEDA reads that as 0 unless ignoreNullValues is false (prometheus_scaler.go): with the
+    emitted trigger every poll fails, and from the 4th (failureThreshold 3) the HPA is handed the
+    fallback, max replicas; with KEDA's default the same fleet is scaled in towards its floor once
+    the 300 s stabilisation window lets go."""
+    from serving.simulator import KedaAutoscaler, poisson, simulate
+    from tests.test_benchmarks import _deployment
+
+    mp, dep = _deployment("prod", "llama-8b")
+    trigger = dep.scaled_object["triggers"][0]["metadata"]
+    assert trigger["ignoreNullValues"] == "false"
+    trace = poisson(5.0, 900.0, (1155, 211), seed=2)
+    fleet = replace(dep.fleet, initial_replicas=20)
+    config = replace(dep.sim_config(fleet=fleet, end_s=900.0), model_name="someone-else")
+
+    def run(ignore_null: str) -> tuple[KedaAutoscaler, list[tuple[float, int, int]]]:
+        spec = {**dep.scaled_object, "triggers": [{**dep.scaled_object["triggers"][0],
+                                                   "metadata": {**trigger, "ignoreNullValues": ignore_null}}]}
+        auto = KedaAutoscaler(spec)
+        auto.warm(20)
+        return auto, simulate(trace, config, autoscaler=auto).scale_events
+
+    auto, events = run("false")
+    assert all(metric is None for t, metric, _ in auto.history if t < 45.0)  # 0, 15, 30, 45: failures
+    assert events and events[0][0] == 45.0 and events[0][2] > 20  # the 4th failed poll: fallback
+    assert max(after for _, _, after in events) == mp.max_replicas
+    auto, events = run("true")
+    assert all(metric == 0.0 for _, metric, _ in auto.history)
+    assert events and all(after < before for _, before, after in events)  # only ever down
+    assert events[0][0] >= 300.0 and events[-1][2] < 20

@@ -4,8 +4,9 @@
   KEDA evaluates the prometheus trigger's query every `pollingInterval`; the HPA it owns runs every
   15 s (its sync period) on the latest poll, with AverageValue semantics (target = `threshold`)
   and the `advanced.horizontalPodAutoscalerConfig.behavior` policies (serving.simulator.hpa).
-  A poll fails when Prometheus cannot answer (a metric outage) or the query does not return one
-  finite value; an empty result is 0 (the prometheus scaler's `ignoreNullValues` default). Fallback
+  A poll fails when Prometheus cannot answer (a metric outage) or the query returns several
+  values; an empty, NaN or infinite result is 0 under the prometheus scaler's `ignoreNullValues`
+  (default true) and a failure with it false (pkg/scalers/prometheus_scaler.go). Fallback
   as in KEDA `pkg/fallback/fallback.go`: each failed poll counts, a good one resets the count, and
   once failures exceed `fallback.failureThreshold` the HPA is given `fallback.replicas x threshold`,
   so it asks for `fallback.replicas` (still through the behavior policies); before that a failure
@@ -135,7 +136,9 @@ class KedaAutoscaler(HpaDriven):
             if len(result) > 1:
                 return None  # KEDA: "prometheus query returned multiple elements"
             result = next(iter(result.values()))
-        return result if math.isfinite(result) else None
+        if not math.isfinite(result):  # KEDA: NaN or Inf is 0 when null values are ignored
+            return 0.0 if self.ignore_null else None
+        return result
 
     def decide(self, now: float, view: FleetView) -> int:
         if now >= self._next_poll - 1e-9:
