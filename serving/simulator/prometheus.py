@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -35,21 +35,28 @@ class Store:
     def __init__(self, lookback_s: float = LOOKBACK_S) -> None:
         self.lookback_s = lookback_s
         self._by_name: dict[str, dict[Labels, Series]] = {}
-        # Subqueries' values at past steps (promql_eval._subquery), valid while samples arrive in
-        # time order: the simulator scrapes forward, so a past step never changes.
+        # Subqueries' values at past steps (promql_eval._subquery). A step's value reads only
+        # samples and staleness at or before it, so it stays right until something arrives at or
+        # before the latest memoised step; the simulator scrapes forward and polls after the
+        # scrape of its instant, so that never happens there, but the memo is dropped if it does.
         self.memo: dict[object, dict[float, object]] = {}
-        self._latest = -math.inf
+        self.memo_upto = -math.inf
 
     def _arrived(self, t: float) -> None:
-        if t < self._latest:
+        if t <= self.memo_upto:
             self.memo.clear()
-        self._latest = max(self._latest, t)
+            self.memo_upto = -math.inf
 
     def add(self, t: float, name: str, labels: Labels, value: float) -> None:
         self._arrived(t)
         series = self._by_name.setdefault(name, {}).get(labels)
         if series is None:
             series = self._by_name[name][labels] = Series()
+        if series.times and t < series.times[-1]:  # late: keep the series in time order
+            i = bisect_right(series.times, t)
+            series.times.insert(i, t)
+            series.values.insert(i, value)
+            return
         series.times.append(t)
         series.values.append(value)
 

@@ -44,7 +44,6 @@ from serving.simulator.promql_eval import (
 _TOKEN = re.compile(r"""\s*(?:
     (?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)(?![a-zA-Z_:\d.])
   | (?P<dur>\d+(?:ms|s|m|h|d|w|y))
-  | (?P<colon>:(?=\d|\]))
   | (?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)
   | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<op>=~|!~|!=|==|[-+*/(){}\[\],=])
@@ -61,16 +60,25 @@ def duration_s(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+_COLON = re.compile(r"\s*:")
+
+
 def _tokens(query: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     pos = 0
+    depth = 0  # inside [...], as Prometheus's lexer, a ':' is the subquery's separator
     query = query.rstrip()
     while pos < len(query):
+        if depth and (c := _COLON.match(query, pos)):
+            out.append(("colon", ":"))
+            pos = c.end()
+            continue
         m = _TOKEN.match(query, pos)
         if m is None or m.end() == pos:
             raise PromQLError(f"PromQL: unexpected text at {pos}: {query[pos:pos + 20]!r}")
         kind = m.lastgroup or ""
         out.append((kind, m.group(kind)))
+        depth += {"[": 1, "]": -1}.get(m.group(kind), 0) if kind == "op" else 0
         pos = m.end()
     return out
 
@@ -127,6 +135,9 @@ class _Parser:
         return node
 
     def subquery(self, inner: Node) -> Node:
+        if hasattr(inner, "window"):
+            raise PromQLError(f"PromQL: a subquery is only allowed on an instant expression, not a "
+                              f"range vector, in {self.query!r}")
         self.take("[")
         window = self.duration()
         if self.peek()[0] != "colon":

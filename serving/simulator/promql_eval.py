@@ -184,7 +184,8 @@ def _subquery(inner: Node, window: float, step: float) -> Node:
     (Prometheus 3's engine.go: the first aligned timestamp strictly after the start, so the range
     is left-open like a range selector's). The values at past steps are memoised on the store:
     the same autoscaling query is polled every 15 s and shares all but one of its steps with the
-    last poll (the store drops the memo when a sample arrives out of time order)."""
+    last poll (the store drops the memo when a sample or a staleness mark arrives at or before
+    the latest memoised step)."""
     key = object()
 
     def run(ev: Evaluator) -> RangeVector:
@@ -205,6 +206,7 @@ def _subquery(inner: Node, window: float, step: float) -> Node:
                 got = value
                 if ts < ev.t:
                     memo[ts] = got
+                    ev.store.memo_upto = max(ev.store.memo_upto, ts)
             for lab, v in got.items():  # type: ignore[union-attr]
                 times, values = out.setdefault(lab, ([], []))
                 times.append(ts)
