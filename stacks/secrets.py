@@ -19,9 +19,11 @@ Where the runtime holds a webhook's clear value (under the CLI, which decrypts t
 before the program runs and hands it over with the names of the secret keys; offline the value is
 ciphertext and cannot be read), the URL is checked against what Alertmanager's egress allows
 (serving/netpol.py: TCP 443 to IPv4 addresses outside the region's network): an `https://` URL
-with a host, on port 443, not an IPv6 literal nor an address inside the network it would post
-from. Otherwise the policy drops the post, and only the delivery alerts (or the heartbeat's
-silence) would tell. The message never repeats the URL: it is a secret.
+with a host, on port 443, not an IPv6 literal, a loopback, unspecified, link-local or multicast
+address, nor an address inside the network it would post from. Otherwise the policy drops the
+post, and only the delivery alerts (or the heartbeat's silence) would tell. A host name is not
+resolved (it resolves where Alertmanager runs): one that points inside the network passes here
+and is dropped there. The message never repeats the URL: it is a secret.
 """
 
 from __future__ import annotations
@@ -82,15 +84,18 @@ HTTPS_PORT = 443  # the only port Alertmanager's egress opens (serving/netpol.py
 
 def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str | None:
     """Why Alertmanager could not post to `url` from a cluster in `networks`, or None. Names no
-    part of the URL but its scheme and port."""
+    part of the value but `http://` or the port: anything else may be the secret itself (a value
+    without `//` parses with its host or token as the scheme)."""
+    text = url.strip()  # Alertmanager trims a url_file's whitespace too
+    if not text.lower().startswith("https://"):
+        shown = "an http:// URL" if text.lower().startswith("http://") else "no https:// URL"
+        return (f"holds {shown}; webhook URLs must be https://: the alerts carry the cluster's "
+                f"names and the egress rule opens port {HTTPS_PORT} only")
     try:
-        parts = urlsplit(url.strip())
+        parts = urlsplit(text)
         port = parts.port
     except ValueError:
         return "does not hold a URL Alertmanager can parse"
-    if parts.scheme.lower() != "https":
-        shown = f"'{parts.scheme}://'" if parts.scheme else "no scheme"
-        return f"holds a URL with {shown}; expected https:// (Alertmanager's egress is HTTPS only)"
     if not parts.hostname:
         return "holds an https:// URL without a host"
     if port not in (None, HTTPS_PORT):
@@ -99,13 +104,18 @@ def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str 
     try:
         address = ipaddress.ip_address(parts.hostname)
     except ValueError:
-        return None  # a name: resolved where Alertmanager runs
+        return None  # a name: resolved where Alertmanager runs, which the plan cannot see
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # dialled over IPv4
     if address.version == 6:
         return "holds a URL whose host is an IPv6 address; the network policy opens IPv4 only"
+    if address.is_loopback or address.is_unspecified or address.is_link_local or address.is_multicast:
+        return ("holds a URL whose host is a loopback, unspecified, link-local or multicast "
+                "address, which no webhook receiver outside the pod answers on")
     inside = [str(n) for n in networks if address in n]
     if inside:
         return (f"holds a URL whose host is an address inside the region's network {inside[0]}; "
-                "the network policy lets Alertmanager post outside it only")
+                f"the webhook egress rule opens port {HTTPS_PORT} outside that network only")
     return None
 
 

@@ -4,6 +4,7 @@ program registers anything: unset or clear-text values exit 2 with the key path 
 from __future__ import annotations
 
 import copy
+import ipaddress
 from dataclasses import replace
 from pathlib import Path
 
@@ -145,11 +146,14 @@ def test_under_the_cli_a_webhook_alertmanager_cannot_reach_is_refused_without_ec
     with pytest.raises(offline.ProgramRejected) as rejected:
         offline.run(cli)
     message = str(rejected.value)
-    assert ("rtip:platform.alert_webhooks.page: config value 'rtip:pageHook' holds a URL with "
-            "'http://'; expected https://") in message
+    assert ("rtip:platform.alert_webhooks.page: config value 'rtip:pageHook' holds an http:// URL; "
+            "webhook URLs must be https://") in message
     assert ("rtip:platform.alert_webhooks.ticket: config value 'rtip:ticketHook' holds a URL on port "
             "8443; the network policy lets Alertmanager reach port 443 only") in message
     assert "t0ken" not in message and "hooks.example.com" not in message
+    for value in ("hooks.example.com:8443/s3cretpath", "t0k3n:s3cretpart@host/x", "mytok3n:abcdef"):
+        why = webhook_url_problem(value, [])
+        assert why is not None and not any(part in why for part in ("hooks", "s3cret", "t0k3n", "mytok3n"))
     # The same values encrypted, as offline: nothing to read, nothing refused (the shipped stacks
     # plan with ciphertext), and secret_value tells the two apart.
     assert secret_value_of(load(str(path)).for_engine(), "rtip:pageHook") is None
@@ -184,11 +188,17 @@ def test_a_heartbeat_is_checked_against_its_own_regions_network() -> None:
 @pytest.mark.parametrize(("url", "why"), [
     ("https://hooks.example.com/x", None),
     ("https://hooks.example.com:443/x", None),
-    ("hooks.example.com/x", "no scheme"),
+    ("hooks.example.com/x", "no https:// URL"),
     ("https:///x", "without a host"),
     ("https://hooks.example.com:99999/x", "can parse"),
     ("https://hooks.example.com:80/x", "port 80"),
+    ("http://hooks.example.com/x", "an http:// URL"),
+    ("https://127.0.0.1/x", "loopback"),
+    ("https://169.254.169.254/latest", "link-local"),
+    ("https://0.0.0.0/x", "unspecified"),
+    ("https://[::ffff:203.0.113.5]/x", None),  # IPv4-mapped: dialled over IPv4, outside the network
+    ("https://[::ffff:10.20.0.7]/x", "inside the region's network 10.20.0.0/16"),
 ])
 def test_webhook_urls_by_hand(url: str, why: str | None) -> None:
-    got = webhook_url_problem(url, [])
+    got = webhook_url_problem(url, [ipaddress.ip_network("10.20.0.0/16")])
     assert (got is None) if why is None else (got is not None and why in got)
