@@ -5,9 +5,14 @@ that branch's growth term replaced:
 
 - stated: the plan as emitted (rate x (1 + h), h from the stated growth);
 - predict-W: the load Prometheus's `predict_linear` expects one cold start ahead, fitted to the
-  completion rate over the last W (a subquery at the 15 s polling step), never below the rate
-  now: `clamp_min(predict_linear(rate[W:15s], cold start), scalar(rate))`, for W of 5, 10 and
-  20 minutes (shorter follows a ramp sooner, longer is less noisy);
+  completion rate over the last W (a subquery at the 15 s polling step), held between the rate
+  now and the stated growth: `clamp_min(clamp_max(predict_linear(rate[W:15s], cold start),
+  scalar(rate x (1 + h))), scalar(rate))`, for W of 5, 10 and 20 minutes (shorter follows a ramp
+  sooner, longer is less noisy). The prediction may only lower the provision: the stack's stated
+  growth is the most it promises to hold, and an uncapped fit overshoots whenever its window
+  holds a fresh start (every counter at 0: a new rollout, a Prometheus without history), as each
+  replay's own start did (an uncapped 12-minute projection of the first minute's climb put the
+  8B at its ceiling of 34 replicas within 45 s, where the stated growth held 20-23);
 - none: no growth term (the load now; the zone surplus alone).
 
 Every variant keeps the plan's in-flight branch, bounds, behavior and the ceiling (stated peak and
@@ -15,7 +20,8 @@ burst headroom). Each run is judged on the checklist as the autoscaling benchmar
 the SLO over the run, the tail at the busiest minute, a zone lost as it begins and at every
 300 s. Runs whose plan cannot scale (min = max) are skipped: every variant is the same fleet.
 Prints one row per run and, per model and trace, the cheapest variant that passes all four;
-writes benchmarks/results/predictive.json.
+writes benchmarks/results/predictive.json. One seed and one hour per trace: differences of a few
+per cent are within what another draw could move.
 """
 
 from __future__ import annotations
@@ -59,8 +65,8 @@ def variant_query(dep: Deployment, variant: str) -> str:
         load_ = rate
     elif variant.startswith("predict-"):
         window = variant.removeprefix("predict-")
-        load_ = (f"clamp_min(predict_linear({rate}[{window}:{POLLING_INTERVAL_S}s], "
-                 f"{dep.fleet.cold_start.full_s:g}), scalar({rate}))")
+        ahead = f"predict_linear({rate}[{window}:{POLLING_INTERVAL_S}s], {dep.fleet.cold_start.full_s:g})"
+        load_ = f"clamp_min(clamp_max({ahead}, scalar({rate} * {1 + a.headroom:g})), scalar({rate}))"
     else:
         raise ValueError(variant)
     # The branch then asks for 1 + load / (q (Z - 1) / Z): the growth is in `load`, not in k.

@@ -33,12 +33,19 @@ def _store(dep, rate_at, until_s: float, in_flight: float = 1.0) -> Store:
 
 
 def test_the_stated_variant_is_the_plans_query_and_the_others_change_only_the_growth() -> None:
+    """Every variant keeps the plan's tail (+ T and the in-flight branch) and asks for its cap at
+    the stated ceiling: k x ceiling, k = T / zone rate (the plan's k carries (1 + h))."""
     bench = _load("predictive")
     mp, dep = _deployment("prod", "llama-70b")
-    assert bench.variant_query(dep, "stated") == mp.autoscaling.query
+    a = mp.autoscaling
+    plan_query = a.query
+    assert bench.variant_query(dep, "stated") == plan_query
+    tail = plan_query[plan_query.index(f" + {a.threshold:g}, scalar("):]
+    k = round(a.threshold / a.zone_rate_qps, 4)
     for variant in bench.VARIANTS[1:]:
         q = bench.variant_query(dep, variant)
-        assert q != mp.autoscaling.query and f"{mp.autoscaling.threshold:g}, scalar(" in q
+        assert q.startswith("clamp_min(clamp_max(") and q.endswith(tail)
+        assert q.removesuffix(tail).endswith(f" * {k:g}, {round(a.ceiling_qps * k, 2):g})")
         assert ("predict_linear(" in q) == variant.startswith("predict-")
 
 
@@ -51,14 +58,20 @@ def test_prometheus_accepts_every_variant(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def _replicas(metric: float, threshold: float) -> int:
+    from serving.simulator.policies import average_value_replicas
+    return average_value_replicas(metric, threshold, 1)  # from one replica: no tolerance band
+
+
 def test_variants_ask_for_the_replicas_a_hand_calculation_gives() -> None:
     """A completion rate ramping from 6 req/s by 1/500 req/s a second. At t = 1,500 s the 1-minute
     rate reads the samples at 1,455-1,500 s (the window is left-open), so it is the mean rate over
     that span, the rate at its midpoint 22.5 s back: 6 + 1,477.5 / 500 = 8.955. Every 1-minute
     rate in the last 20 minutes lags the same 22.5 s (none reaches the counters' first minute), so
     the line through them is the rate itself shifted, and one cold start C ahead it predicts
-    8.955 + C / 500. The branch is load x k + T with k = T / zone rate (T (1 + h) / zone rate
-    for stated, whose load x (1 + h) is held at the ceiling)."""
+    8.955 + C / 500, under the stated growth's 8.955 (1 + h). The branch is load x k + T with
+    k = T / zone rate (T (1 + h) / zone rate for stated, whose load x (1 + h) is held at the
+    ceiling)."""
     bench = _load("predictive")
     _, dep = _deployment("prod", "llama-70b")
     a = dep.plan.autoscaling
@@ -67,11 +80,15 @@ def test_variants_ask_for_the_replicas_a_hand_calculation_gives() -> None:
     store = _store(dep, lambda s: 6.0 + s / 500.0, t)
     now = 6.0 + 1477.5 / 500.0
     ahead = now + cold / 500.0
+    assert now < ahead < now * (1 + a.headroom)  # the prediction sits inside its bounds here
     k = round(a.threshold / a.zone_rate_qps, 4)
 
-    def load_seen(variant: str, on: Store = store, k: float = k) -> float:
+    def metric(variant: str, on: Store = store) -> float:
         (value,) = evaluate(bench.variant_query(dep, variant), on, t).values()  # type: ignore[union-attr]
-        return (value - a.threshold) / k
+        return value
+
+    def load_seen(variant: str, on: Store = store, k: float = k) -> float:
+        return (metric(variant, on) - a.threshold) / k
 
     assert load_seen("none") == pytest.approx(now, rel=1e-9)
     assert load_seen("predict-10m") == pytest.approx(ahead, rel=1e-9)
@@ -79,9 +96,34 @@ def test_variants_ask_for_the_replicas_a_hand_calculation_gives() -> None:
     stated = min(now * (1 + a.headroom), a.ceiling_qps)
     assert load_seen("stated", k=round(a.threshold * (1 + a.headroom) / a.zone_rate_qps, 4)) == \
         pytest.approx(stated / (1 + a.headroom), rel=1e-9)
-    # Replicas asked for, 1 + load / zone rate rounded up: the 70B's 1.68 req/s a survivor,
-    # cold start 752 s and headroom 0.396 give 7, 8 and 9.
-    assert [1 + math.ceil(x / a.zone_rate_qps) for x in (now, ahead, stated)] == [7, 8, 9]
+    # What the HPA asks for on each metric: 1 + load / zone rate, rounded up. By hand with the
+    # 70B's 1.679 req/s a survivor, cold start 752 s and headroom 0.396: 8.955 / 1.679 = 5.33,
+    # 10.459 / 1.679 = 6.23 and 12.505 / 1.679 = 7.45, so 7, 8 and 9.
+    assert [_replicas(metric(v), a.threshold) for v in ("none", "predict-10m", "stated")] == [7, 8, 9]
     # A flat rate predicts itself: the prediction adds nothing, where the stated growth would.
     flat = _store(dep, lambda s: 8.0, t)
     assert load_seen("predict-5m", flat) == pytest.approx(8.0, rel=1e-9)
+
+
+def test_a_prediction_is_held_at_the_stated_growth_and_the_ceiling() -> None:
+    """A steep ramp (1/60 req/s a second from 1 req/s) at t = 600 s: the 1-minute rate is
+    1 + 577.5 / 60 = 10.625 and the fit predicts far above 10.625 (1 + h), so the predictive
+    variant asks for exactly what the stated growth asks for, 10.625 x 1.3964 = 14.837, which is
+    above the 14.4 req/s ceiling: both hold at the ceiling."""
+    bench = _load("predictive")
+    _, dep = _deployment("prod", "llama-70b")
+    a = dep.plan.autoscaling
+    t = 600.0
+    store = _store(dep, lambda s: 1.0 + s / 60.0, t)
+    now = 1.0 + 577.5 / 60.0
+    assert now * (1 + a.headroom) > a.ceiling_qps
+    k = round(a.threshold / a.zone_rate_qps, 4)
+    (value,) = evaluate(bench.variant_query(dep, "predict-5m"), store, t).values()  # type: ignore[union-attr]
+    assert (value - a.threshold) / k == pytest.approx(a.ceiling_qps, rel=1e-3)  # the cap rounds k x ceiling
+    (stated,) = evaluate(a.query, store, t).values()  # type: ignore[union-attr]
+    assert _replicas(value, a.threshold) == _replicas(stated, a.threshold) == 1 + math.ceil(
+        a.ceiling_qps / a.zone_rate_qps)
+    # Below the ceiling, the stated growth is the prediction's cap: halve the ramp's level.
+    low = _store(dep, lambda s: (1.0 + s / 60.0) / 2, t)
+    (value,) = evaluate(bench.variant_query(dep, "predict-20m"), low, t).values()  # type: ignore[union-attr]
+    assert (value - a.threshold) / k == pytest.approx(now / 2 * (1 + a.headroom), rel=1e-4)

@@ -1,0 +1,39 @@
+"""benchmarks/sustained_peak.py: the hour it replays is the top of a daily cycle, at the peak rate
+throughout, with the conversation trace's lengths; a policy passes only when every item does."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from serving.simulator import Trace
+from tests.test_benchmarks import _load
+
+
+def test_the_peak_hour_holds_the_peak_rate_for_the_whole_hour() -> None:
+    bench = _load("sustained_peak")
+    rng = np.random.default_rng(1)
+    lengths = Trace(np.arange(2000.0), rng.integers(100, 2000, 2000), rng.integers(10, 400, 2000))
+    hour = bench.peak_hour(lengths)
+    assert 0.0 <= hour.arrival_s[0] and hour.arrival_s[-1] < 3600.0
+    # By hand: the rate is min + (peak - min)(1 - cos(2 pi t / day)) / 2, whose mean over the 30
+    # minutes either side of the peak is peak - (peak - min)(1 - sin(x) / x) / 2 with
+    # x = 2 pi 1800 / 86400: 10 - 6.667 x 0.002853 / 2 = 9.9905 req/s; Poisson's spread over an
+    # hour is sqrt(36,000) / 3600 = 0.053 req/s.
+    x = 2 * math.pi * 1800 / 86400
+    mean = 10.0 - (10.0 - 10.0 / 3) * (1 - math.sin(x) / x) / 2
+    assert abs(len(hour) / 3600.0 - mean) < 4 * math.sqrt(mean * 3600) / 3600
+    tens = np.histogram(hour.arrival_s, bins=6, range=(0.0, 3600.0))[0] / 600.0
+    assert np.all(np.abs(tens - mean) < 4 * math.sqrt(mean * 600) / 600)  # no 10 minutes off the peak
+    assert set(np.unique(hour.prompt_tokens)) <= set(lengths.prompt_tokens.tolist())
+
+
+def test_a_policy_passes_only_when_every_item_does() -> None:
+    bench = _load("sustained_peak")
+    good = {"meets_slo": True, "tail_at_peak": {"status": "PASS"}, "zone_loss": {"status": "PASS"},
+            "zone_loss_any_moment": {"status": "PASS"}}
+    assert bench.passes(good)
+    for key, bad in (("meets_slo", False), ("tail_at_peak", {"status": "FAIL"}),
+                     ("zone_loss", {"status": "FAIL"}), ("zone_loss_any_moment", {"status": "FAIL"})):
+        assert not bench.passes({**good, key: bad})
