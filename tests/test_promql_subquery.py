@@ -156,3 +156,13 @@ def test_a_subquery_separator_may_have_spaces_and_names_keep_their_colons() -> N
 def test_malformed_subqueries_are_refused(query: str) -> None:
     with pytest.raises(PromQLError):
         evaluate(query, Store(), 300.0)  # refused as written, not only when data flows
+
+
+def test_clamping_to_a_missing_scalar_gives_nan_as_prometheus_does() -> None:
+    """scalar() of an empty vector is NaN, and Prometheus clamps with Go's math.Max/Min, which
+    return NaN when either argument is NaN (Python's max(3.0, nan) would keep 3.0): the trigger's
+    `clamp_min(..., scalar(in flight))` with no in-flight series answers NaN, a failed poll."""
+    s = store(300.0)
+    for fn in ("clamp_min", "clamp_max"):
+        (value,) = evaluate(f"{fn}(sum(queue), scalar(sum(absent_metric)))", s, 300.0).values()  # type: ignore[union-attr]
+        assert math.isnan(value)

@@ -146,7 +146,10 @@ def _function(name: str, args: list[Node], query: str) -> Node:
         if len(args) != 2:
             raise PromQLError(f"PromQL: {name}(vector, number) in {query!r}")
         v_node, s_node = args
-        pick = max if name == "clamp_min" else min
+        bound = max if name == "clamp_min" else min
+
+        def pick(v: float, s: float) -> float:  # Go's math.Max/Min: NaN if either is NaN
+            return math.nan if math.isnan(v) or math.isnan(s) else bound(v, s)
         return lambda ev: {lab: pick(v, _as_scalar(s_node(ev), name))
                            for lab, v in _as_vector(v_node(ev), name).items()}
     if name == "abs" and len(args) == 1:
