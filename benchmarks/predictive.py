@@ -47,7 +47,7 @@ import autoscaling as bench  # noqa: E402
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import POLLING_INTERVAL_S, completion_rate, zone_query  # noqa: E402
 from serving.simulator import Trace, load_azure_2023  # noqa: E402
-from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
+from stacks.simulation import Deployment, deployment, select  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "predictive.json"
 WINDOWS = ("5m", "10m", "20m")
@@ -118,8 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=float, default=3600.0, help="seconds of each scaled trace replayed")
     ap.add_argument("--traces", default=",".join(bench.TRACES), help="comma-separated: conv,code")
     ap.add_argument("--models", default="", help="comma-separated model names (default: all)")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, stated first")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="the rate scaling's draw (which requests a thinned or replicated bin keeps)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
+    variants = tuple(v for v in args.variants.split(",") if v)
+    if not variants or variants[0] != "stated" or not set(variants) <= set(VARIANTS):
+        ap.error(f"--variants: stated first, then any of {', '.join(VARIANTS[1:])}")
     config = load(args.stack)
     models = [m for m in args.models.split(",") if m]
     rows: list[dict[str, Any]] = []
@@ -136,10 +142,11 @@ def main(argv: list[str] | None = None) -> int:
                 if (models and mp.model not in models) or mp.min_replicas == mp.max_replicas:
                     continue
                 dep = deployment(plan, mp)
-                trace = trace_for(mp, base)
+                # trace_for's scaling (by rate, on the trace's own clock), with the draw chosen.
+                trace = base.rate_scaled_to_peak(mp.peak_qps, seed=args.seed)
                 trace = trace.window(0.0, args.window) if trace.duration_s > args.window else trace
                 these = []
-                for variant in VARIANTS:
+                for variant in variants:
                     r = {"trace": name, **run(dep, trace, variant, pool)}
                     these.append(r)
                     z, s = r["zone_loss_at_peak"], r["zone_loss_any_moment"]
@@ -149,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"{s['status']:>5} {s['passed']}/{s['moments']}", flush=True)
                 rows.extend(these)
                 verdicts.append(verdict(these))
-    doc = {"stack": args.stack, "window_s": args.window, "variants": VARIANTS, "rows": rows,
-           "verdicts": verdicts, "seconds": round(time.monotonic() - started)}
+    doc = {"stack": args.stack, "window_s": args.window, "seed": args.seed, "variants": variants,
+           "rows": rows, "verdicts": verdicts, "seconds": round(time.monotonic() - started)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     for v in verdicts:
