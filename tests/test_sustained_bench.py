@@ -37,3 +37,18 @@ def test_a_policy_passes_only_when_every_item_does() -> None:
     for key, bad in (("meets_slo", False), ("tail_at_peak", {"status": "FAIL"}),
                      ("zone_loss", {"status": "FAIL"}), ("zone_loss_any_moment", {"status": "FAIL"})):
         assert not bench.passes({**good, key: bad})
+
+
+def test_the_sweep_edge_counts_in_flight_kills_among_the_bad(tmp_path) -> None:
+    """benchmarks/sweep_edge.py on dev's 1B: three moments a draw, and every bad request count
+    holds the requests killed in flight (a subset of the bad ones, by the checklist's definition)."""
+    import json
+
+    bench = _load("sweep_edge")
+    out = tmp_path / "edge.json"
+    assert bench.main(["--stack", "dev", "--model", "llama-1b", "--seeds", "0", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["at_s"] - rows[0]["at_s"] for r in rows] == [0.0, 300.0, 600.0]
+    assert all(0 <= r["failed_in_flight"] <= r["bad"] <= r["requests"] for r in rows)
+    # The later a moment, the fewer requests its cut window holds.
+    assert rows[0]["requests"] > rows[1]["requests"] > rows[2]["requests"]
