@@ -1,5 +1,5 @@
 """What the plan's extra GPU-hours buy: the autoscaling benchmark's policies on an hour at the top
-of a daily cycle, where the load stays at its peak for longer than a cold start.
+of a daily cycle, where the load stays near its peak for longer than a cold start.
 
 On the Azure conversation trace a fixed fleet sized for the busiest minute (static-at-peak: no
 lag headroom, no zone surplus) passes everything on fewer GPU-hours than the plan for the 8B and
@@ -7,8 +7,9 @@ the 3B, because the load after any minute stays well under the busiest one for a
 (benchmarks/autoscaling.py, README). Daily traffic does not always do that: its peak is the top of
 a slow cycle. This replays the hour centred on the peak of `serving.simulator.diurnal` (one-day
 period, trough a third of the peak; within 30 minutes of the peak the rate is within 0.43 % of
-the swing, (1 - cos(2 pi 1800 / 86400)) / 2), with the conversation trace's request lengths,
-scaled by rate to each prod model's peak as the autoscaling benchmark scales its traces, through
+the swing, (1 - cos(2 pi 1800 / 86400)) / 2, 0.29 % of the peak rate), with the conversation
+trace's request lengths, scaled by rate so its busiest minute is each prod model's peak as the
+autoscaling benchmark scales its traces (the hour then averages 87-88 % of it), through
 the same policies, with the same checklist: the SLO, the tail at the busiest minute, a zone lost
 (the fullest) as the busiest minute begins and every 300 s.
 

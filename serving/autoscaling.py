@@ -52,6 +52,7 @@ RATE_WINDOW = "1m"  # four 15 s scrapes
 POLLING_INTERVAL_S = 15  # vLLM production-stack tutorial; the ServiceMonitor must scrape as often
 COOLDOWN_S = 300  # KEDA default; only applies to scaling to zero, which min >= zones rules out
 FALLBACK_FAILURES = 3  # failed metric reads before KEDA holds the fallback replica count
+FALLBACK_BEHAVIOR = "currentReplicas"  # what the fallback holds: the replicas running (see below)
 HPA_PERIOD_S = 15  # HPA sync period
 HPA_MIN_STEP_PODS = 4  # the HPA default scale-up step, kept as a floor
 # The HPA default. Not one cold start (as it was): the target's headroom already holds a cold
@@ -96,7 +97,15 @@ class Autoscaling:
             "cooldownPeriod": self.cooldown_s,
             "minReplicaCount": self.min_replicas,
             "maxReplicaCount": self.max_replicas,
-            "fallback": {"failureThreshold": FALLBACK_FAILURES, "replicas": self.fallback_replicas},
+            # A trigger that cannot be read holds the Deployment's replicas (`behavior`; KEDA
+            # 2.17+, pkg/fallback/fallback.go: the HPA is handed current x threshold): not the
+            # floor, which a fleet losing its metrics under traffic cannot afford, and not max,
+            # which every fresh rollout would reach (vLLM serves /metrics only once its model has
+            # loaded, so a fleet still starting answers empty) and every Prometheus restart too
+            # (since KEDA 2.19 a failing HPA read counts beside the poll: about 30 s of errors).
+            # `replicas` is what `static` would use, kept for an operator who wants that.
+            "fallback": {"failureThreshold": FALLBACK_FAILURES, "replicas": self.fallback_replicas,
+                         "behavior": FALLBACK_BEHAVIOR},
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": self.behavior}},
             "triggers": [{
                 "type": "prometheus",
@@ -108,10 +117,11 @@ class Autoscaling:
                     # KEDA's prometheus scaler reads an empty result (or NaN) as 0 unless this is
                     # false (pkg/scalers/prometheus_scaler.go, default true), and 0 asks the HPA
                     # for the floor: a model whose pods no longer reach Prometheus (a broken
-                    # PodMonitor, every pod restarting) would be scaled in at full traffic, and
-                    # the fallback below would never apply. vLLM creates its counters and gauges
-                    # at 0 when it starts (v1/metrics/loggers.py), so a serving fleet never
-                    # answers empty, idle or not; only a fleet nobody scrapes does.
+                    # PodMonitor, a relabelling) would be scaled in at full traffic, and the
+                    # fallback would never apply. vLLM creates its counters and gauges at 0 when
+                    # its API server starts (v1/metrics/loggers.py), so a serving fleet never
+                    # answers empty, idle or not; a fleet nobody scrapes, or whose every pod is
+                    # still loading its model, does, and then holds its replicas (fallback).
                     "ignoreNullValues": "false",
                 },
             }],
@@ -239,8 +249,7 @@ def autoscaling(
         cooldown_s=COOLDOWN_S,
         min_replicas=replicas.min_replicas,
         max_replicas=replicas.max_replicas,
-        # Without the metric the safe guess is peak: the SLO costs more than the idle GPUs.
-        # (A failed poll: Prometheus unreachable, or an empty answer with ignoreNullValues off.)
+        # Used only by a `static` fallback; the emitted one holds the current replicas.
         fallback_replicas=replicas.max_replicas,
         behavior=behavior(replicas),
         rationale=(f"target {threshold:g} requests in flight a replica: "

@@ -84,8 +84,8 @@ HTTPS_PORT = 443  # the only port Alertmanager's egress opens (serving/netpol.py
 
 def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str | None:
     """Why Alertmanager could not post to `url` from a cluster in `networks`, or None. Names no
-    part of the value but `http://` or the port: anything else may be the secret itself (a value
-    without `//` parses with its host or token as the scheme)."""
+    part of the value: any of it may be the secret itself (a value without `//` parses with its
+    host or token as the scheme, `https://user:password` with the password as the port)."""
     text = url.strip()  # Alertmanager trims a url_file's whitespace too
     if not text.lower().startswith("https://"):
         shown = "an http:// URL" if text.lower().startswith("http://") else "no https:// URL"
@@ -98,9 +98,9 @@ def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str 
         return "does not hold a URL Alertmanager can parse"
     if not parts.hostname:
         return "holds an https:// URL without a host"
-    if port not in (None, HTTPS_PORT):
-        return (f"holds a URL on port {port}; the network policy lets Alertmanager reach port "
-                f"{HTTPS_PORT} only")
+    if port not in (None, HTTPS_PORT):  # not named: `https://user:password` parses as a port
+        return (f"holds a URL on a port other than {HTTPS_PORT}; the network policy lets "
+                f"Alertmanager reach port {HTTPS_PORT} only")
     try:
         address = ipaddress.ip_address(parts.hostname)
     except ValueError:

@@ -178,35 +178,43 @@ def test_the_plan_caps_the_zone_branch_at_peak_and_burst_headroom() -> None:
     assert checked >= 4  # every prod model spans several zones somewhere
 
 
-def test_a_fleet_prometheus_no_longer_sees_goes_to_the_fallback_not_the_floor() -> None:
+def test_a_fleet_prometheus_no_longer_sees_holds_its_replicas() -> None:
     """prod's 8B, warm at 20 replicas, while its pods' metrics stop matching the trigger (they
     carry another model name: a broken PodMonitor or relabelling). Prometheus still answers, with
-    nothing. KEDA reads that as 0 unless ignoreNullValues is false (prometheus_scaler.go): with the
-    emitted trigger every poll fails, and from the 4th (failureThreshold 3) the HPA is handed the
-    fallback, max replicas; with KEDA's default the same fleet is scaled in towards its floor once
-    the 300 s stabilisation window lets go."""
+    nothing. KEDA reads that as 0 unless ignoreNullValues is false (prometheus_scaler.go). With
+    the emitted trigger every read fails, and once the count passes failureThreshold 3 (two reads
+    a sync since KEDA 2.19: at the 2nd sync, 15 s) the fallback hands the HPA the Deployment's 20
+    replicas, so the fleet holds: no scale-in to the floor, no scale-out to max. Under KEDA's
+    default the same fleet is scaled in towards its floor once the 300 s window lets go; with a
+    `static` fallback it would go to max (36) at 15 s."""
     from serving.simulator import KedaAutoscaler, poisson, simulate
     from tests.test_benchmarks import _deployment
 
     mp, dep = _deployment("prod", "llama-8b")
     trigger = dep.scaled_object["triggers"][0]["metadata"]
     assert trigger["ignoreNullValues"] == "false"
+    assert dep.scaled_object["fallback"]["behavior"] == "currentReplicas"
     trace = poisson(5.0, 900.0, (1155, 211), seed=2)
     fleet = replace(dep.fleet, initial_replicas=20)
     config = replace(dep.sim_config(fleet=fleet, end_s=900.0), model_name="someone-else")
 
-    def run(ignore_null: str) -> tuple[KedaAutoscaler, list[tuple[float, int, int]]]:
-        spec = {**dep.scaled_object, "triggers": [{**dep.scaled_object["triggers"][0],
-                                                   "metadata": {**trigger, "ignoreNullValues": ignore_null}}]}
+    def run(ignore_null: str, behavior: str) -> tuple[KedaAutoscaler, list[tuple[float, int, int]]]:
+        spec = {**dep.scaled_object,
+                "fallback": {**dep.scaled_object["fallback"], "behavior": behavior},
+                "triggers": [{**dep.scaled_object["triggers"][0],
+                              "metadata": {**trigger, "ignoreNullValues": ignore_null}}]}
         auto = KedaAutoscaler(spec)
         auto.warm(20)
         return auto, simulate(trace, config, autoscaler=auto).scale_events
 
-    auto, events = run("false")
-    assert all(metric is None for t, metric, _ in auto.history if t < 45.0)  # 0, 15, 30, 45: failures
-    assert events and events[0][0] == 45.0 and events[0][2] > 20  # the 4th failed poll: fallback
-    assert max(after for _, _, after in events) == mp.max_replicas
-    auto, events = run("true")
+    auto, events = run("false", "currentReplicas")
+    assert events == []  # held at 20 for the whole 900 s
+    held = [metric for _, metric, _ in auto.history if metric is not None]
+    assert held and set(held) == {20 * float(trigger["threshold"])}
+    assert all(metric is None for t, metric, _ in auto.history if t < 15.0)
+    _, events = run("false", "static")
+    assert events and events[0][0] == 15.0 and max(after for *_, after in events) == mp.max_replicas
+    auto, events = run("true", "currentReplicas")
     assert all(metric == 0.0 for _, metric, _ in auto.history)
     assert events and all(after < before for _, before, after in events)  # only ever down
     assert events[0][0] >= 300.0 and events[-1][2] < 20

@@ -110,10 +110,12 @@ def test_a_sample_out_of_time_order_drops_the_memo() -> None:
     before = evaluate("avg_over_time(sum(queue)[5m:15s])", s, 600.0)
     s.add(450.0, "queue", (("pod", "a"),), 100.0)  # late, into a series already past 450 s
     after = evaluate("avg_over_time(sum(queue)[5m:15s])", s, 600.0)
+    times = s.series("queue")[(("pod", "a"),)].times
+    assert times == sorted(times) and 450.0 in times  # the late sample stands in time order
     fresh = Store()
     for name in ("queue", "req_total"):
         for labels, series in s.series(name).items():
-            for t, v in zip(series.times, series.values, strict=True):
+            for t, v in sorted(zip(series.times, series.values, strict=True)):
                 fresh.add(t, name, labels, v)
     assert after == evaluate("avg_over_time(sum(queue)[5m:15s])", fresh, 600.0) != before
 
@@ -156,6 +158,17 @@ def test_a_subquery_separator_may_have_spaces_and_names_keep_their_colons() -> N
 def test_malformed_subqueries_are_refused(query: str) -> None:
     with pytest.raises(PromQLError):
         evaluate(query, Store(), 300.0)  # refused as written, not only when data flows
+
+
+def test_clamping_follows_gos_max_and_min_at_nan_and_infinity() -> None:
+    """Go's math.Max(+Inf, NaN) is +Inf and math.Min(-Inf, NaN) is -Inf; otherwise NaN wins."""
+    s = Store()
+    s.add(0.0, "up_inf", (), math.inf)
+    s.add(0.0, "down_inf", (), -math.inf)
+    assert evaluate("clamp_min(up_inf, scalar(absent_metric))", s, 1.0) == {(): math.inf}
+    assert evaluate("clamp_max(down_inf, scalar(absent_metric))", s, 1.0) == {(): -math.inf}
+    (value,) = evaluate("clamp_max(up_inf, scalar(absent_metric))", s, 1.0).values()  # type: ignore[union-attr]
+    assert math.isnan(value)
 
 
 def test_clamping_to_a_missing_scalar_gives_nan_as_prometheus_does() -> None:

@@ -148,12 +148,14 @@ def test_under_the_cli_a_webhook_alertmanager_cannot_reach_is_refused_without_ec
     message = str(rejected.value)
     assert ("rtip:platform.alert_webhooks.page: config value 'rtip:pageHook' holds an http:// URL; "
             "webhook URLs must be https://") in message
-    assert ("rtip:platform.alert_webhooks.ticket: config value 'rtip:ticketHook' holds a URL on port "
-            "8443; the network policy lets Alertmanager reach port 443 only") in message
+    assert ("rtip:platform.alert_webhooks.ticket: config value 'rtip:ticketHook' holds a URL on a port "
+            "other than 443; the network policy lets Alertmanager reach port 443 only") in message
     assert "t0ken" not in message and "hooks.example.com" not in message
-    for value in ("hooks.example.com:8443/s3cretpath", "t0k3n:s3cretpart@host/x", "mytok3n:abcdef"):
+    for value in ("hooks.example.com:8443/s3cretpath", "t0k3n:s3cretpart@host/x", "mytok3n:abcdef",
+                  "https://admin:54321"):
         why = webhook_url_problem(value, [])
-        assert why is not None and not any(part in why for part in ("hooks", "s3cret", "t0k3n", "mytok3n"))
+        assert why is not None and not any(part in why for part in ("hooks", "s3cret", "t0k3n", "mytok3n",
+                                                                    "admin", "54321"))
     # The same values encrypted, as offline: nothing to read, nothing refused (the shipped stacks
     # plan with ciphertext), and secret_value tells the two apart.
     assert secret_value_of(load(str(path)).for_engine(), "rtip:pageHook") is None
@@ -191,7 +193,8 @@ def test_a_heartbeat_is_checked_against_its_own_regions_network() -> None:
     ("hooks.example.com/x", "no https:// URL"),
     ("https:///x", "without a host"),
     ("https://hooks.example.com:99999/x", "can parse"),
-    ("https://hooks.example.com:80/x", "port 80"),
+    ("https://hooks.example.com:80/x", "a port other than 443"),
+    ("https://224.0.0.1/x", "multicast"),
     ("http://hooks.example.com/x", "an http:// URL"),
     ("https://127.0.0.1/x", "loopback"),
     ("https://169.254.169.254/latest", "link-local"),

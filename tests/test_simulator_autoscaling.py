@@ -87,15 +87,36 @@ def _cfg(replicas: int, **kw: object) -> SimConfig:
 
 
 def test_keda_fallback_after_failure_threshold():
-    # Light load, metric 0; Prometheus cannot answer in [100, 400). Polls at 105, 120, 135, 150
-    # fail; failureThreshold 3 means fallback from the 4th failure (KEDA: failures > threshold).
+    """Light load, metric 0; Prometheus cannot answer in [100, 400). KEDA 2.20 counts a failed
+    read of its own poll and of the HPA's metric request on one counter (both every 15 s here):
+    the sync at 105 s counts 2, the one at 120 s 4, which exceeds failureThreshold 3 (KEDA:
+    failures > threshold), so a `static` fallback hands the HPA 6 replicas' worth at 120 s."""
     spec = _spec(2, 10, 5, 6, BEHAVIOR)
+    spec["fallback"]["behavior"] = "static"  # type: ignore[index]
     auto = KedaAutoscaler(spec)
     trace = poisson(0.5, 300, (200, 20), seed=3)
     res = simulate(trace, _cfg(2, metric_outages=((100.0, 400.0),), end_s=300.0), autoscaler=auto)
     ups = [e for e in res.scale_events if e[2] > e[1]]
-    assert ups[0] == (150.0, 2, 6)
-    assert all(metric is None for t, metric, _ in auto.history if 100 <= t < 150)
+    assert ups[0] == (120.0, 2, 6)
+    assert all(metric is None for t, metric, _ in auto.history if 100 <= t < 120)
+
+
+@pytest.mark.parametrize(("behavior", "want"), [("currentReplicas", 4), ("currentReplicasIfHigher", 6),
+                                                ("currentReplicasIfLower", 4)])
+def test_keda_fallback_behaviors_hand_the_hpa_what_keda_computes(behavior: str, want: int) -> None:
+    """fallback.replicas 6, four replicas running, the metric lost: currentReplicas holds 4, IfHigher
+    takes the larger (6), IfLower the smaller (4) (KEDA 2.20 fallback.go doFallback)."""
+    spec = _spec(2, 10, 5, 6, BEHAVIOR)
+    spec["fallback"]["behavior"] = behavior  # type: ignore[index]
+    auto = KedaAutoscaler(spec)
+    trace = poisson(0.5, 300, (200, 20), seed=3)
+    auto.warm(4)
+    res = simulate(trace, _cfg(4, metric_outages=((0.0, 400.0),), end_s=300.0), autoscaler=auto)
+    fell_back = [metric for _, metric, _ in auto.history if metric is not None]
+    assert fell_back and set(fell_back) == {want * 5.0}  # threshold 5
+    assert max((e[2] for e in res.scale_events), default=4) == max(want, 4)
+    with pytest.raises(ValueError, match=r"fallback\.behavior"):
+        KedaAutoscaler({**spec, "fallback": {**spec["fallback"], "behavior": "peak"}})  # type: ignore[dict-item]
 
 
 def test_keda_scales_on_the_waiting_queue_and_respects_the_scale_up_policies():

@@ -7,10 +7,14 @@
   A poll fails when Prometheus cannot answer (a metric outage) or the query returns several
   values; an empty, NaN or infinite result is 0 under the prometheus scaler's `ignoreNullValues`
   (default true) and a failure with it false (pkg/scalers/prometheus_scaler.go). Fallback
-  as in KEDA `pkg/fallback/fallback.go`: each failed poll counts, a good one resets the count, and
-  once failures exceed `fallback.failureThreshold` the HPA is given `fallback.replicas x threshold`,
-  so it asks for `fallback.replicas` (still through the behavior policies); before that a failure
-  leaves the replicas alone.
+  as in KEDA 2.20 `pkg/fallback/fallback.go`: every failed read counts and a good one resets the
+  count, where a read is KEDA's own poll and, since 2.19, also each metric request of the HPA
+  (which queries the scaler afresh and counts on the same counter), so at a 15 s polling interval
+  a failing sync counts twice; once failures exceed `fallback.failureThreshold` the HPA is given
+  `n x threshold` and so asks for n (still through the behavior policies), n by
+  `fallback.behavior`: `fallback.replicas` (static, the default), the Deployment's spec replicas
+  (currentReplicas), or the larger or smaller of the two (currentReplicasIfHigher/IfLower).
+  Before that a failure leaves the replicas alone.
 - `StaticPolicy(n)`: static provisioning.
 - `GpuUtilizationHpa`: an HPA on the pods' GPU utilisation (DCGM_FI_DEV_GPU_UTIL, the busy share
   of wall time) with the default behavior, using the resource-metric algorithm of
@@ -82,6 +86,9 @@ class HpaDriven:
         self.hpa.hold(replicas, now)
 
 
+FALLBACK_BEHAVIORS = ("static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower")
+
+
 class KedaAutoscaler(HpaDriven):
     """A KEDA ScaledObject with one prometheus trigger, run as KEDA and the HPA would."""
 
@@ -112,8 +119,13 @@ class KedaAutoscaler(HpaDriven):
         self.ignore_null = str(meta.get("ignoreNullValues", "true")).lower() == "true"
         fallback = spec.get("fallback")
         self.fallback: tuple[int, int] | None = None
+        self.fallback_behavior = "static"
         if fallback is not None:
             self.fallback = (int(fallback["failureThreshold"]), int(fallback["replicas"]))
+            self.fallback_behavior = str(fallback.get("behavior", "static"))
+            if self.fallback_behavior not in FALLBACK_BEHAVIORS:
+                raise ValueError(f"ScaledObject fallback.behavior {self.fallback_behavior!r}: expected one "
+                                 f"of {', '.join(FALLBACK_BEHAVIORS)}")
         behavior = spec.get("advanced", {}).get("horizontalPodAutoscalerConfig", {}).get("behavior")
         self.hpa = Hpa(self.min_replicas, self.max_replicas, Behavior.from_spec(behavior))
         self.interval_s = hpa_sync_s
@@ -140,14 +152,27 @@ class KedaAutoscaler(HpaDriven):
             return 0.0 if self.ignore_null else None
         return result
 
+    def _count(self, read: float | None) -> None:
+        self.failures = 0 if read is not None else self.failures + 1
+
+    def _fallback_replicas(self, current: int) -> int:
+        assert self.fallback is not None
+        fixed = self.fallback[1]
+        return {"static": fixed, "currentReplicas": current, "currentReplicasIfHigher": max(current, fixed),
+                "currentReplicasIfLower": min(current, fixed)}[self.fallback_behavior]
+
     def decide(self, now: float, view: FleetView) -> int:
-        if now >= self._next_poll - 1e-9:
+        polled = now >= self._next_poll - 1e-9
+        if polled:
             self._last = self.poll(now, view)
-            self.failures = 0 if self._last is not None else self.failures + 1
+            self._count(self._last)
             self._next_poll = now + self.polling_s
-        metric = self._last
+        # The HPA's metric request reads the scaler afresh (the same instant's answer when the poll
+        # was now) and, since KEDA 2.19, counts its failure too.
+        metric = self._last if polled else self.poll(now, view)
+        self._count(metric)
         if metric is None and self.fallback is not None and self.failures > self.fallback[0]:
-            metric = self.fallback[1] * self.threshold
+            metric = self._fallback_replicas(view.spec_replicas) * self.threshold
         desired = (None if metric is None
                    else average_value_replicas(metric, self.threshold, view.status_replicas))
         replicas = self.hpa.reconcile(now, view.spec_replicas, desired)

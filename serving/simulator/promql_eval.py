@@ -148,7 +148,11 @@ def _function(name: str, args: list[Node], query: str) -> Node:
         v_node, s_node = args
         bound = max if name == "clamp_min" else min
 
-        def pick(v: float, s: float) -> float:  # Go's math.Max/Min: NaN if either is NaN
+        def pick(v: float, s: float) -> float:
+            # Go's math.Max/Min (Prometheus's clamp): the infinity that wins beats NaN, else NaN.
+            win = math.inf if bound is max else -math.inf
+            if v == win or s == win:
+                return win
             return math.nan if math.isnan(v) or math.isnan(s) else bound(v, s)
         return lambda ev: {lab: pick(v, _as_scalar(s_node(ev), name))
                            for lab, v in _as_vector(v_node(ev), name).items()}
