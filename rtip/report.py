@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rtip.offline import Record
+from serving.autoscaling import FALLBACK_BEHAVIOR
 from serving.slo_rules import bounds
 from stacks.model_plan import ModelRegionPlan
 from stacks.plan import Plan
@@ -68,6 +69,7 @@ def _model(plan: ModelRegionPlan) -> dict[str, Any]:
                      "source": plan.replicas_source},
         "autoscaling": {"query": plan.autoscaling.query, "threshold": plan.autoscaling.threshold,
                         "polling_interval_s": plan.autoscaling.polling_interval_s,
+                        "fallback_behavior": FALLBACK_BEHAVIOR,
                         "fallback_replicas": plan.autoscaling.fallback_replicas},
         "cost_per_replica_hour": plan.cost_per_replica_hour,
         "cold_start_s": plan.cold_start.to_json(),

@@ -261,5 +261,5 @@ def autoscaling(
     )
 
 
-__all__ = ["POLLING_INTERVAL_S", "RUNNING", "SUCCESS", "WAITING", "Autoscaling", "autoscaling", "behavior",
-           "completion_rate", "in_flight_at", "in_flight_target", "zone_query"]
+__all__ = ["FALLBACK_BEHAVIOR", "POLLING_INTERVAL_S", "RUNNING", "SUCCESS", "WAITING", "Autoscaling",
+           "autoscaling", "behavior", "completion_rate", "in_flight_at", "in_flight_target", "zone_query"]

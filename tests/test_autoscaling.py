@@ -102,7 +102,9 @@ def test_target_is_in_flight_at_capacity_less_the_headroom() -> None:
 def test_bounds_fallback_and_behavior_follow_the_replicas_and_cold_start() -> None:
     scaling, _, reps = _scaling(Tier.STANDARD, peak=80, cold_s=1200)
     assert (scaling.min_replicas, scaling.max_replicas) == (reps.min_replicas, reps.max_replicas)
-    assert scaling.fallback_replicas == reps.max_replicas
+    assert scaling.fallback_replicas == reps.max_replicas  # used only by a `static` fallback
+    fallback = scaling.scaled_object_spec("d", "http://p:9090")["fallback"]
+    assert fallback == {"failureThreshold": 3, "replicas": reps.max_replicas, "behavior": "currentReplicas"}
     up, down = scaling.behavior["scaleUp"], scaling.behavior["scaleDown"]
     assert up["stabilizationWindowSeconds"] == 0
     assert max(p["value"] for p in up["policies"] if p["type"] == "Pods") >= 4  # HPA default floor
