@@ -173,6 +173,9 @@ PROXY_LABEL = ("app.kubernetes.io/name", "envoy")
 PROXIES = Pods(SYSTEM, (PROXY_LABEL,))
 HTTPS_PORT = 443
 PROXY_PORT = HTTPS_PORT + 10000
+# Alertmanager's egress to the stack's webhooks: this port, IPv4 (ANYWHERE) beyond the network.
+# stacks/secrets.py refuses a webhook URL this rule would drop.
+WEBHOOK_PORT = HTTPS_PORT
 # Envoy's Prometheus stats on every proxy (Envoy Gateway v1.9.0 bootstrap EnvoyStatsPort, container
 # port `metrics`), which the gateway's PodMonitor scrapes (serving/gateway_slo.py).
 PROXY_METRICS_PORT = 19001
@@ -273,7 +276,7 @@ def outside(net: ClusterNetwork) -> tuple[Outside, ...]:
     if net.alert_webhooks:
         # Alertmanager posts the SLO alerts and its heartbeat to the stack's webhooks, HTTPS
         # anywhere but the network.
-        rows.append(Outside(ALERTMANAGER, tcp(443), ANYWHERE, beyond))
+        rows.append(Outside(ALERTMANAGER, tcp(WEBHOOK_PORT), ANYWHERE, beyond))
     # The log collector's exporter: CloudWatch Logs, Cloud Logging or Application Insights over
     # HTTPS (none publishes fixed addresses), after the cloud's identity endpoint (none on Azure,
     # where the exporter authenticates with the connection string).
@@ -386,5 +389,6 @@ __all__ = ["AMD", "ANYWHERE", "API_CLIENTS", "CERT_MANAGER", "DENY_ALL", "DNS", 
            "KUBE_SYSTEM",
            "MODELS", "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PROMETHEUS_PORT",
            "PROXIES", "PROXY_LABEL", "PROXY_METRICS_PORT", "PROXY_PORT", "SYSTEM",
-           "WEBHOOKS", "ClusterNetwork", "Flow", "Outside", "Pods", "Port", "namespace_policies",
+           "WEBHOOKS", "WEBHOOK_PORT", "ClusterNetwork", "Flow", "Outside", "Pods", "Port",
+           "namespace_policies",
            "outside", "tcp"]

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from enum import Enum
 from urllib.parse import urlsplit
 
+from serving.netpol import WEBHOOK_PORT
 from stacks.checks_base import Problem
 from stacks.schema import CONFIG_NAMESPACE, StackSpec
 
@@ -79,7 +80,6 @@ def offline_placeholder(key: str) -> str:
     return f"[offline secret {key}]"
 
 
-HTTPS_PORT = 443  # the only port Alertmanager's egress opens (serving/netpol.py)
 
 
 def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str | None:
@@ -90,7 +90,7 @@ def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str 
     if not text.lower().startswith("https://"):
         shown = "an http:// URL" if text.lower().startswith("http://") else "no https:// URL"
         return (f"holds {shown}; webhook URLs must be https://: the alerts carry the cluster's "
-                f"names and the egress rule opens port {HTTPS_PORT} only")
+                f"names and the egress rule opens port {WEBHOOK_PORT} only")
     try:
         parts = urlsplit(text)
         port = parts.port
@@ -98,9 +98,9 @@ def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str 
         return "does not hold a URL Alertmanager can parse"
     if not parts.hostname:
         return "holds an https:// URL without a host"
-    if port not in (None, HTTPS_PORT):  # not named: `https://user:password` parses as a port
-        return (f"holds a URL on a port other than {HTTPS_PORT}; the network policy lets "
-                f"Alertmanager reach port {HTTPS_PORT} only")
+    if port not in (None, WEBHOOK_PORT):  # not named: `https://user:password` parses as a port
+        return (f"holds a URL on a port other than {WEBHOOK_PORT}; the network policy lets "
+                f"Alertmanager reach port {WEBHOOK_PORT} only")
     try:
         address = ipaddress.ip_address(parts.hostname)
     except ValueError:
@@ -115,7 +115,7 @@ def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str 
     inside = [str(n) for n in networks if address in n]
     if inside:
         return (f"holds a URL whose host is an address inside the region's network {inside[0]}; "
-                f"the webhook egress rule opens port {HTTPS_PORT} outside that network only")
+                f"the webhook egress rule opens port {WEBHOOK_PORT} outside that network only")
     return None
 
 
@@ -139,8 +139,7 @@ def webhook_problems(spec: StackSpec, reveal: Callable[[str], str | None]) -> li
 
 
 __all__ = [
-    "HTTPS_PORT",
-    "SecretState",
+        "SecretState",
     "named_secrets",
     "offline_placeholder",
     "secret_problems",
