@@ -59,7 +59,7 @@ def variant_query(dep: Deployment, variant: str) -> str:
     a = dep.plan.autoscaling
     if variant == "stated" or a.zone_rate_qps is None or a.ceiling_qps is None:
         return a.query
-    selector = a.query[a.query.index("{"):a.query.index("}") + 1]  # the model's own series
+    selector = a.selector
     rate = completion_rate(selector)
     if variant == "none":
         load_ = rate

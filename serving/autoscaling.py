@@ -80,6 +80,7 @@ class Autoscaling:
     zone_rate_qps: float | None = None
     headroom: float = 0.0
     ceiling_qps: float | None = None
+    selector: str = ""  # the label matchers of the model's own series, as the query writes them
 
     def zone_replicas(self, rate: float) -> int | None:
         """Replicas the zone branch asks for at a steady completion rate of `rate` req/s: 1 +
@@ -128,6 +129,11 @@ class Autoscaling:
         }
 
 
+def in_flight_sum(selector: str) -> str:
+    """Requests running and waiting, summed over the model's pods."""
+    return f"sum({RUNNING}{selector}) + sum({WAITING}{selector})"
+
+
 def completion_rate(selector: str) -> str:
     """The model's finished requests a second over the last RATE_WINDOW, summed over its pods."""
     return f"sum(rate({SUCCESS}{selector}[{RATE_WINDOW}]))"
@@ -138,7 +144,7 @@ def zone_query(selector: str, load: str, k: float, ceiling: float, threshold: fl
     at most at `ceiling` x `k`: `ceiling` is in `load`'s units) plus one replica's `threshold`,
     against that threshold. With `load` the completion rate and k = T (1 + h) / (q (Z - 1) / Z),
     the branch asks for 1 + rate (1 + h) / (q (Z - 1) / Z) replicas."""
-    in_flight = f"sum({RUNNING}{selector}) + sum({WAITING}{selector})"
+    in_flight = in_flight_sum(selector)
     k = round(k, 4)
     cap = round(ceiling * k, 2)
     return f"clamp_min(clamp_max({load} * {k:g}, {cap:g}) + {threshold:g}, scalar({in_flight}))"
@@ -216,8 +222,7 @@ def autoscaling(
     branch holds survivors for (the stated peak and the tier's burst headroom above it)."""
     threshold = in_flight_target(capacity, prof, input_tokens, output_tokens, replicas.headroom)
     selector = f'{{namespace="{namespace}",model_name="{served_name}"}}'
-    in_flight = f"sum({RUNNING}{selector}) + sum({WAITING}{selector})"
-    query, zone_note, zone_rate = in_flight, "", None
+    query, zone_note, zone_rate = in_flight_sum(selector), "", None
     if replicas.zones > 1:
         z = replicas.zones
         # Zone loss: the replicas left after the worst zone (ceil(R / Z) of them) goes must carry
@@ -257,9 +262,10 @@ def autoscaling(
                    f"less {replicas.headroom:.0%} headroom for growth during a cold start{zone_note} "
                    f"(baseline: 5 waiting, vLLM production-stack)"),
         zone_rate_qps=zone_rate, headroom=replicas.headroom,
-        ceiling_qps=ceiling_qps if zone_rate is not None else None,
+        ceiling_qps=ceiling_qps if zone_rate is not None else None, selector=selector,
     )
 
 
 __all__ = ["FALLBACK_BEHAVIOR", "POLLING_INTERVAL_S", "RUNNING", "SUCCESS", "WAITING", "Autoscaling",
-           "autoscaling", "behavior", "completion_rate", "in_flight_at", "in_flight_target", "zone_query"]
+           "autoscaling", "behavior", "completion_rate", "in_flight_at", "in_flight_sum", "in_flight_target",
+           "zone_query"]

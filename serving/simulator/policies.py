@@ -2,7 +2,8 @@
 
 - `KedaAutoscaler(spec)`: the `spec` dict of `serving.autoscaling.Autoscaling.scaled_object_spec`.
   KEDA evaluates the prometheus trigger's query every `pollingInterval`; the HPA it owns runs every
-  15 s (its sync period) on the latest poll, with AverageValue semantics (target = `threshold`)
+  15 s (its sync period) on a fresh read of the scaler (the poll's own answer when the poll was at
+  that instant), with AverageValue semantics (target = `threshold`)
   and the `advanced.horizontalPodAutoscalerConfig.behavior` policies (serving.simulator.hpa).
   A poll fails when Prometheus cannot answer (a metric outage) or the query returns several
   values; an empty, NaN or infinite result is 0 under the prometheus scaler's `ignoreNullValues`
