@@ -7,8 +7,10 @@ import math
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import yaml
 
 from rtip.stackfile import PROJECT_DIR
@@ -213,8 +215,12 @@ def test_zone_loss_sweep_takes_every_moment_and_passes_only_when_each_does(monke
     bench = _load("autoscaling")
     arrivals = np.linspace(10.0, 1010.0, 500)
     trace = Trace(arrivals, np.full(500, 100), np.full(500, 10), source="by hand")
-    # Every 300 s from the start + 300 while a minute is left (the last arrival at 1010 s).
-    assert bench.zone_loss_moments(trace) == [310.0, 610.0, 910.0]
+    # Every 300 s from the start + 300 while a whole cold start is left before the last arrival
+    # (1010 s): a 100 s cold start fits after 910 s exactly, a 101 s one does not.
+    assert bench.zone_loss_moments(trace, 100.0) == [310.0, 610.0, 910.0]
+    assert bench.zone_loss_moments(trace, 101.0) == [310.0, 610.0]
+    assert bench.zone_loss_moments(trace, 701.0) == []
+    dep = SimpleNamespace(plan=SimpleNamespace(cold_start=SimpleNamespace(total_s=100.0)))
     shares = {310.0: 0.004, 610.0: 0.02, 910.0: 0.01}
 
     def fake(dep, trace, policy, at_s):
@@ -223,13 +229,13 @@ def test_zone_loss_sweep_takes_every_moment_and_passes_only_when_each_does(monke
                 "error_budget": 0.015, "status": "PASS" if share <= 0.015 else "FAIL"}
 
     monkeypatch.setattr(bench, "zone_loss_at", fake)
-    got = bench.zone_loss_sweep(None, trace, "plan")
-    assert (got["moments"], got["passed"], got["status"]) == (3, 2, "FAIL")
+    got = bench.zone_loss_sweep(dep, trace, "plan")
+    assert (got["moments"], got["passed"], got["status"], got["window_s"]) == (3, 2, "FAIL", 100.0)
     assert got["failed_at_s"] == [610.0] and got["worst"]["at_s"] == 610.0
     shares[610.0] = 0.015  # at the budget passes, as the checklist's item does
-    assert bench.zone_loss_sweep(None, trace, "plan")["status"] == "PASS"
+    assert bench.zone_loss_sweep(dep, trace, "plan")["status"] == "PASS"
     short = Trace(arrivals[:100] / 10, np.full(100, 100), np.full(100, 10), source="by hand")
-    assert bench.zone_loss_sweep(None, short, "plan")["status"] == "SKIP"
+    assert bench.zone_loss_sweep(dep, short, "plan")["status"] == "SKIP"
 
 
 def test_overload_counts_a_zones_survivors_and_their_misses_grow_with_load() -> None:
@@ -275,8 +281,10 @@ def test_zone_loss_sweep_in_worker_processes_matches_the_sweep_in_process() -> N
 
     bench = _load("autoscaling")
     mp, dep = _deployment("dev", "llama-1b")
-    trace = poisson(mp.peak_qps, 700.0, (1155, 211), seed=6)
-    assert len(bench.zone_loss_moments(trace)) == 2  # 300 and 600 s
+    trace = poisson(mp.peak_qps, 1400.0, (1155, 211), seed=6)
+    # dev's cold start, 707 s, fits after 300 and 600 s in 1,400 s, not after 900 s.
+    assert bench.zone_loss_moments(trace, mp.cold_start.total_s) == [
+        pytest.approx(float(trace.arrival_s[0]) + t) for t in (300.0, 600.0)]
     here = bench.zone_loss_sweep(dep, trace, "plan")
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
         there = bench.zone_loss_sweep(dep, trace, "plan", pool)

@@ -109,6 +109,25 @@ def test_a_zone_loss_without_zone_surplus_fails_the_error_budget(
         assert code == 1
 
 
+def test_a_zone_lost_less_than_a_cold_start_before_the_trace_ends_says_its_window_is_cut(
+        tmp_path: Path, traces: dict[str, Path], capsys) -> None:
+    """dev's cold start is 707 s. A loss at 120 s has its whole window inside the ~1,200 s trace,
+    a loss at 900 s sees only the run's last arrival - 900 s of it, and the item says so
+    (benchmarks/sweep_edge.py: a cut window's share reads high). The run's trace is the file
+    rate-scaled to the stated peak of 5 req/s, which moves its last arrival."""
+    last = float(load_csv(traces["long"]).rate_scaled_to_peak(5.0).arrival_s[-1])
+    stack = _stack(tmp_path, "cut", 5.0, (6, 6), ["us-east-1a", "us-east-1b", "us-east-1c"])
+    for at in (120, 900):
+        _, doc = _run(capsys, str(stack), "--trace", str(traces["long"]), "--zone-loss", f"us-east-1a@{at}")
+        item = _item(doc, "zone loss")
+        cold = item["figures"]["window_s"]
+        assert cold == pytest.approx(707.0, abs=0.5)
+        seen = cold if at == 120 else last - 900
+        assert item["figures"]["window_seen_s"] == pytest.approx(seen, abs=1e-3)
+        said = f"the trace ends {seen:.0f} s into that window"
+        assert (said in item["detail"]) == (at == 900)
+
+
 def test_losing_the_fullest_zone_names_the_zone_it_took(
         tmp_path: Path, traces: dict[str, Path], capsys) -> None:
     """Six replicas over three zones run two a zone when the loss comes: a tie, so the fullest is
