@@ -4,6 +4,8 @@ One `<folder>@<version>.json` per chart folder of shared/charts: the CRDs the ch
 (group, kind, served versions, scope, and the values condition they need), its Chart.yaml
 dependencies, and its default values; `<folder>@<version>.values.schema.json` where the chart has a
 values schema. A Helm release finds its facts by chart name and version (`for_release`).
+`<folder>@<version>.alerts.json`, where vendored, lists the alerts of a chart's default rules
+(`rules.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import Any
 from rtip.chartfacts.conditions import Condition, coalesce, evaluate
 
 FACTS_DIR = Path(__file__).resolve().parent
+# `<folder>@<version>.alerts.json`: a chart's default alert rules (rules.py writes them from the
+# chart's templates, which shared/charts does not carry; generate.py leaves them be).
+ALERTS_SUFFIX = ".alerts.json"
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ def _load(path: Path) -> ChartFacts:
 def all_facts() -> dict[str, ChartFacts]:
     """Every vendored chart folder by `<folder>@<version>`."""
     return {f.name: f for f in (_load(p) for p in sorted(FACTS_DIR.glob("*@*.json"))
-                                if not p.name.endswith(".values.schema.json"))}
+                                if not p.name.endswith((".values.schema.json", ALERTS_SUFFIX)))}
 
 
 def _plain(version: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from rtip.chartfacts import ALERTS_SUFFIX
 from rtip.chartfacts.conditions import Condition, all_of, chart_condition, lookup, parse
 
 FACTS_DIR = Path(__file__).resolve().parent
@@ -314,7 +315,7 @@ def generate(charts_dir: Path, out: Path) -> list[Path]:
 
 def data_files(folder: Path) -> list[Path]:
     """The generated files in `folder` (what `generate` writes there)."""
-    return sorted(p for p in folder.glob("*@*.json"))
+    return sorted(p for p in folder.glob("*@*.json") if not p.name.endswith(ALERTS_SUFFIX))
 
 
 def main(argv: list[str] | None = None) -> int:

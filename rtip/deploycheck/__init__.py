@@ -11,8 +11,9 @@ Both read only the record (rtip/offline.py), so they run unchanged for any stack
 - images (images.py): every image is pinned and pullable by its cluster;
 - capacity (capacity.py): every GPU pool has a node autoscaler that reaches its peak, AKS caches
   sit on assembled NVMe, Prometheus persists, one node-feature-discovery per cluster;
-- alerts (alerts.py): Alertmanager keeps the chart's routes, and every webhook URL file is in a
-  mounted Secret of an Alertmanager that reads it.
+- alerts (alerts.py): Alertmanager keeps the chart's routes, every webhook URL file is in a
+  mounted Secret of an Alertmanager that reads it, and every route matches alerts a rule of its
+  cluster fires.
 """
 
 from __future__ import annotations

@@ -1,0 +1,174 @@
+"""Every Alertmanager route the plan writes matches alerts that a rule of its cluster really fires
+(rtip/deploycheck/alerts.py): the plan's PrometheusRules, or the chart's default rules, read from
+the chart's templates at its tag (rtip/chartfacts/rules.py) and rendered under the release's values.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from rtip.chartfacts import rules
+from rtip.deploycheck import alerts
+from rtip.deploycheck.graph import cluster_of
+from rtip.offline import Record
+from serving import gateway_slo, slo_rules
+from tests.conftest import SHARED, record_of
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+KINDS = SHARED / "charts" / "kube-prometheus-stack" / "88.5.3" / "KINDS.txt"
+
+
+def _first_release(record: Record) -> Any:
+    return next(r for r in record.by_type(RELEASE) if r.inputs["name"] == "kube-prometheus-stack")
+
+
+def _with_values(change: Callable[[dict[str, Any]], None]) -> tuple[Record, Any]:
+    """prod's record with the first cluster's kube-prometheus-stack values changed."""
+    record = record_of("prod")
+    release = _first_release(record)
+    values = copy.deepcopy(release.inputs["values"])
+    change(values)
+    changed = replace(release, inputs={**release.inputs, "values": values})
+    return Record(record.stack, [changed if r is release else r for r in record.resources]), changed
+
+
+def test_the_alerts_the_routes_name_are_read_from_the_chart_templates_at_its_tag() -> None:
+    """As read by hand in the chart's templates/prometheus/rules-1.14 at tag
+    kube-prometheus-stack-88.5.3: Watchdog in general.rules.yaml (severity none), the delivery
+    alerts in alertmanager.rules.yaml, AlertmanagerClusterFailedToSendAlerts twice (critical and
+    warning integrations); each off by its own `defaultRules.disabled` key."""
+    table = rules.for_chart("kube-prometheus-stack", "88.5.3")
+    assert table is not None
+    by = {(a.alert, a.severity): a for a in table}
+    watchdog = by[("Watchdog", "none")]
+    assert (watchdog.file, watchdog.requires, watchdog.unless) == (
+        "general.rules.yaml", ("defaultRules.create", "defaultRules.rules.general"),
+        ("defaultRules.disabled.Watchdog",))
+    for name, severity in (("AlertmanagerFailedToSendAlerts", "warning"),
+                           ("AlertmanagerClusterFailedToSendAlerts", "critical"),
+                           ("AlertmanagerClusterFailedToSendAlerts", "warning")):
+        a = by[(name, severity)]
+        assert (a.file, a.requires, a.unless) == (
+            "alertmanager.rules.yaml", ("defaultRules.create", "defaultRules.rules.alertmanager"),
+            (f"defaultRules.disabled.{name}",))
+
+
+def test_each_templates_gate_agrees_with_kinds_txt() -> None:
+    """A second reading: shared/charts' KINDS.txt gives each rule template's `if`; every alert of
+    that template requires its positive `.Values` terms and is off by its negated ones."""
+    line = next(x for x in KINDS.read_text().splitlines() if " PrometheusRule " in x)
+    gates = dict(re.findall(r"templates/prometheus/rules-1\.14/([\w.-]+\.yaml) \[if ([^\]]*)\]", line))
+    table = rules.for_chart("kube-prometheus-stack", "88.5.3")
+    assert table and {a.file for a in table} <= set(gates)
+    for a in table:
+        gate = gates[a.file]
+        negated = set(re.findall(r"\(not \(\.Values\.([\w.]+) \| default false\)\)", gate))
+        positive = set(re.findall(r"\.Values\.([\w.]+)", gate)) - negated
+        assert positive <= set(a.requires) and negated <= set(a.unless), (a, gate)
+
+
+TEMPLATE = """\
+{{- if and (semverCompare ">=1.14.0-0" $v) .Values.defaultRules.create .Values.defaultRules.rules.x }}
+spec:
+  groups:
+  - name: x.rules
+    rules:
+{{- if not (.Values.defaultRules.disabled.First | default false) }}
+    - alert: First
+      annotations:
+{{- if .Values.defaultRules.additionalRuleAnnotations }}
+        extra: yes
+{{- end }}
+      labels:
+        severity: {{ dig "First" "severity" "warning" .Values.customRules }}
+{{- end }}
+{{- if .Values.kubeThing.enabled }}
+    - alert: Second
+      labels:
+        severity: {{ dig "Second" "severity" "critical" .Values.customRules }}
+{{- end }}
+{{- end }}
+"""
+
+
+def test_the_template_reader_follows_nested_ifs_and_refuses_what_it_does_not_model() -> None:
+    first, second = rules.read_template(TEMPLATE, "x.yaml")
+    assert first == rules.ChartAlert("First", "x.yaml", ("defaultRules.create", "defaultRules.rules.x"),
+                                     ("defaultRules.disabled.First",), "warning")
+    assert second == rules.ChartAlert("Second", "x.yaml", ("defaultRules.create", "defaultRules.rules.x",
+                                                            "kubeThing.enabled"), (), "critical")
+    values = {"defaultRules": {"create": True, "rules": {"x": True}, "disabled": {"First": True}},
+              "customRules": {"Second": {"severity": "page"}}, "kubeThing": {"enabled": True}}
+    assert not first.renders(values) and first.why_not(values) == "defaultRules.disabled.First is true"
+    assert second.renders(values) and second.labels(values) == {"alertname": "Second", "severity": "page"}
+    severity = '        severity: {{ dig "Second" "severity" "critical" .Values.customRules }}\n'
+    thing = "{{- if .Values.kubeThing.enabled }}"
+    for broken, said in (
+            (TEMPLATE.replace(f"{{{{- end }}}}\n{thing}", f"{{{{- else }}}}\n{thing}"), "`else`"),
+            (TEMPLATE.replace(thing, "{{- range .Values.things }}"), "`range`"),
+            (TEMPLATE.replace(severity, ""), "no severity"),
+            (TEMPLATE.rsplit("{{- end }}", 1)[0], "left open")):
+        with pytest.raises(ValueError, match=said):
+            rules.read_template(broken, "x.yaml")
+
+
+def test_the_plans_own_alerts_are_read_per_cluster() -> None:
+    record = record_of("prod")
+    release = _first_release(record)
+    fired = alerts.plan_alerts(record, cluster_of(record, release))
+    assert {a["alertname"] for a in fired} == {slo_rules.ALERT, slo_rules.ABSENT_ALERT,
+                                               gateway_slo.ALERT, gateway_slo.ABSENT_ALERT}
+    assert {a["severity"] for a in fired} == {"page", "ticket"}
+    # Another cluster's rules are not this one's: none at all for a cluster no resource names.
+    assert alerts.plan_alerts(record, release) == []
+
+
+def test_prod_routes_match_what_fires_and_a_rule_group_turned_off_is_found() -> None:
+    assert alerts.check_alerts(record_of("prod")) == []
+    # The chart's alertmanager rules off: both delivery alerts named by both SLO routes (page,
+    # ticket) are missing, and each of those two routes then matches nothing: 2 x 2 + 2.
+    record, release = _with_values(lambda v: v.setdefault("defaultRules", {}).setdefault(
+        "rules", {}).update(alertmanager=False))
+    found = [f.message for f in alerts.check_alerts(record)]
+    assert len(found) == 6 and all(f.startswith(f"release {release.name} on cluster") for f in found)
+    assert sum("names alert AlertmanagerFailedToSendAlerts" in f and
+               "defaultRules.rules.alertmanager is False" in f for f in found) == 2
+    assert sum("names alert AlertmanagerClusterFailedToSendAlerts" in f for f in found) == 2
+    assert sum("matches no alert" in f for f in found) == 2
+    # Watchdog disabled by name: its heartbeat route names it and matches nothing.
+    record, _ = _with_values(lambda v: v.setdefault("defaultRules", {}).update(disabled={"Watchdog": True}))
+    found = [f.message for f in alerts.check_alerts(record)]
+    assert len(found) == 2 and all("'rtip-heartbeat'" in f for f in found)
+    assert "defaultRules.disabled.Watchdog is true" in found[0]
+
+
+def test_a_route_is_checked_by_its_names_and_by_all_its_matchers() -> None:
+    fired = [{"alertname": "Up", "severity": "page"}, {"alertname": "Down", "severity": "ticket"}]
+    route = {"receiver": "r", "matchers": ['alertname =~ "Up|Down"', 'severity = "page"']}
+    assert alerts.route_problems([route], fired, {}) == []
+    typo = {"receiver": "r", "matchers": ['alertname = "Upp"']}
+    (said, nothing) = alerts.route_problems([typo], fired, {})
+    assert "names alert Upp" in said and "neither a PrometheusRule" in said and "matches no alert" in nothing
+    # Every name must fire, though the severity narrows which do; one that matches none is found.
+    critical = {"receiver": "r", "matchers": ['alertname =~ "Up|Down"', 'severity = "critical"']}
+    assert alerts.route_problems([critical], fired, {}) == [
+        "route to 'r' (alertname =~ \"Up|Down\", severity = \"critical\") matches no alert a rule of the "
+        "cluster fires"]
+    # A missing label matches the empty string, as Alertmanager's matchers do; `!~` is anchored.
+    assert alerts.route_problems([{"receiver": "r", "matchers": ['team = ""', 'alertname !~ "U"']}],
+                                 fired, {}) == []
+    assert "is not `name op" in alerts.route_problems([{"receiver": "r", "matchers": ["alertname=Up"]}],
+                                                       fired, {})[0]
+
+
+def test_a_chart_version_without_rule_facts_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rules, "for_chart", lambda folder, version: None)
+    found = alerts.check_alerts(record_of("prod"))
+    assert found and all("no vendored default-rule facts for kube-prometheus-stack 88.5.3" in f.message
+                         for f in found)
