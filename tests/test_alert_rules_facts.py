@@ -172,3 +172,21 @@ def test_a_chart_version_without_rule_facts_is_named(monkeypatch: pytest.MonkeyP
     found = alerts.check_alerts(record_of("prod"))
     assert found and all("no vendored default-rule facts for kube-prometheus-stack 88.5.3" in f.message
                          for f in found)
+
+
+def test_the_reader_writes_the_facts_file_the_check_loads(
+        tmp_path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m rtip.chartfacts.rules` on a chart folder holding the template above writes a file
+    that `for_chart` reads back as the same alerts; a template it cannot model exits 2."""
+    chart = tmp_path / "charts" / "demo"
+    (chart / rules.RULES_DIR).mkdir(parents=True)
+    (chart / rules.RULES_DIR / "x.yaml").write_text(TEMPLATE)
+    assert rules.main([str(chart), "1.0.0", "by hand", "--out", str(tmp_path)]) == 0
+    assert "2 alerts from 1 templates" in capsys.readouterr().out
+    monkeypatch.setattr(rules, "FACTS_DIR", tmp_path)
+    rules.for_chart.cache_clear()
+    assert rules.for_chart("demo", "1.0.0") == tuple(rules.read_template(TEMPLATE, "x.yaml"))
+    rules.for_chart.cache_clear()
+    (chart / rules.RULES_DIR / "x.yaml").write_text(TEMPLATE.replace("{{- end }}\n", "", 1))
+    assert rules.main([str(chart), "1.0.0", "by hand", "--out", str(tmp_path)]) == 2
+    assert "left open" in capsys.readouterr().err
