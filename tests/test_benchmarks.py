@@ -115,6 +115,30 @@ def test_autoscaling_benchmark_loses_a_zone_as_the_busiest_minute_begins() -> No
     assert (loss["status"] == "FAIL") == (loss["bad_share"] > loss["error_budget"])
 
 
+def test_the_zone_lost_at_the_busiest_minute_keeps_a_whole_window_to_judge() -> None:
+    """A burst in the trace's last cold start is not the minute the zone goes: the busiest minute
+    that a whole cold start can follow is, so its window is judged whole (counted by hand)."""
+    import numpy as np
+
+    from serving.simulator import Trace
+
+    bench = _load("autoscaling")
+    mp, dep = _deployment("prod", "llama-3b")
+    cold = mp.cold_start.total_s
+    base = np.arange(0.0, 1000.0, 1.0)
+    late = np.linspace(900.0, 910.0, 30)  # the busiest minute overall, < cold before the end
+    early = np.linspace(100.0, 110.0, 15)
+    arrivals = np.sort(np.concatenate([base, late, early]))
+    n = len(arrivals)
+    trace = Trace(arrivals, np.full(n, 1155), np.full(n, 211), source="by hand")
+    assert arrivals[-1] - 900.0 < cold < arrivals[-1] - 110.0
+    t = arrivals.tolist()
+    counts = [sum(1 for u in t[i:] if u < s + 60.0) if s <= t[-1] - cold else -1 for i, s in enumerate(t)]
+    loss = bench.zone_loss_at_peak(dep, trace, "plan")
+    assert 40.0 <= loss["at_s"] <= 110.0 and loss["at_s"] == round(t[counts.index(max(counts))], 1)
+    assert loss["window_seen_s"] == pytest.approx(loss["window_s"])
+
+
 def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
     bench = _load("autoscaling")
     targets = {"ttft_s": 2.0, "tpot_s": 0.1}
@@ -220,8 +244,8 @@ def test_zone_loss_sweep_takes_every_moment_and_passes_only_when_each_does(monke
     assert bench.zone_loss_moments(trace, 100.0) == [310.0, 610.0, 910.0]
     assert bench.zone_loss_moments(trace, 101.0) == [310.0, 610.0]
     assert bench.zone_loss_moments(trace, 701.0) == []
-    dep = SimpleNamespace(plan=SimpleNamespace(cold_start=SimpleNamespace(total_s=100.0)))
-    shares = {310.0: 0.004, 610.0: 0.02, 910.0: 0.01}
+    dep = SimpleNamespace(plan=SimpleNamespace(cold_start=SimpleNamespace(total_s=101.0)))
+    shares = {310.0: 0.004, 610.0: 0.02, 910.0: 0.5}  # 910 s would fail, were it run
 
     def fake(dep, trace, policy, at_s):
         share = shares[at_s]
@@ -230,7 +254,8 @@ def test_zone_loss_sweep_takes_every_moment_and_passes_only_when_each_does(monke
 
     monkeypatch.setattr(bench, "zone_loss_at", fake)
     got = bench.zone_loss_sweep(dep, trace, "plan")
-    assert (got["moments"], got["passed"], got["status"], got["window_s"]) == (3, 2, "FAIL", 100.0)
+    # 101 s: the sweep reads the plan's cold start, so 910 s (whose window the trace cuts) is not run.
+    assert (got["moments"], got["passed"], got["status"], got["window_s"]) == (2, 1, "FAIL", 101.0)
     assert got["failed_at_s"] == [610.0] and got["worst"]["at_s"] == 610.0
     shares[610.0] = 0.015  # at the budget passes, as the checklist's item does
     assert bench.zone_loss_sweep(dep, trace, "plan")["status"] == "PASS"
