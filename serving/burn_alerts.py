@@ -26,6 +26,7 @@ from serving.simulator.promql import duration_s
 PROMETHEUS_RULE = ("monitoring.coreos.com/v1", "PrometheusRule")
 MIN_MISSES = 10  # an alert's long window must hold this many misses' worth of requests
 ABSENT_FOR = "10m"
+ABSENT_SEVERITY = "page"  # metrics gone is no slow burn: someone must look now
 ABSENT_SEEN = "6h"  # an absent page needs the series to have been scraped within this
 
 
@@ -93,7 +94,7 @@ def absent_rule(name: str, series: str, labels: dict[str, str], summary: str,
         "alert": name,
         "expr": f"absent({series}) and on() count(present_over_time({series}[{ABSENT_SEEN}]))",
         "for": ABSENT_FOR,
-        "labels": {"severity": "page", **labels},
+        "labels": {"severity": ABSENT_SEVERITY, **labels},
         "annotations": {"summary": summary, "description": description},
     }
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from rtip.chartfacts import rules
-from rtip.deploycheck import alerts
+from rtip.deploycheck import alert_match, alerts
 from rtip.deploycheck.graph import cluster_of
 from rtip.offline import Record
 from serving import gateway_slo, slo_rules
@@ -105,7 +105,7 @@ def test_the_template_reader_follows_nested_ifs_and_refuses_what_it_does_not_mod
                                                             "kubeThing.enabled"), (), "critical")
     values = {"defaultRules": {"create": True, "rules": {"x": True}, "disabled": {"First": True}},
               "customRules": {"Second": {"severity": "page"}}, "kubeThing": {"enabled": True}}
-    assert not first.renders(values) and first.why_not(values) == "defaultRules.disabled.First is true"
+    assert not first.renders(values) and first.why_not(values) == "defaultRules.disabled.First is True"
     assert second.renders(values) and second.labels(values) == {"alertname": "Second", "severity": "page"}
     severity = '        severity: {{ dig "Second" "severity" "critical" .Values.customRules }}\n'
     thing = "{{- if .Values.kubeThing.enabled }}"
@@ -121,12 +121,12 @@ def test_the_template_reader_follows_nested_ifs_and_refuses_what_it_does_not_mod
 def test_the_plans_own_alerts_are_read_per_cluster() -> None:
     record = record_of("prod")
     release = _first_release(record)
-    fired = alerts.plan_alerts(record, cluster_of(record, release))
+    fired = alert_match.plan_alerts(record, cluster_of(record, release))
     assert {a["alertname"] for a in fired} == {slo_rules.ALERT, slo_rules.ABSENT_ALERT,
                                                gateway_slo.ALERT, gateway_slo.ABSENT_ALERT}
     assert {a["severity"] for a in fired} == {"page", "ticket"}
     # Another cluster's rules are not this one's: none at all for a cluster no resource names.
-    assert alerts.plan_alerts(record, release) == []
+    assert alert_match.plan_alerts(record, release) == []
 
 
 def test_prod_routes_match_what_fires_and_a_rule_group_turned_off_is_found() -> None:
@@ -145,26 +145,65 @@ def test_prod_routes_match_what_fires_and_a_rule_group_turned_off_is_found() -> 
     record, _ = _with_values(lambda v: v.setdefault("defaultRules", {}).update(disabled={"Watchdog": True}))
     found = [f.message for f in alerts.check_alerts(record)]
     assert len(found) == 2 and all("'rtip-heartbeat'" in f for f in found)
-    assert "defaultRules.disabled.Watchdog is true" in found[0]
+    assert "defaultRules.disabled.Watchdog is True" in found[0]
 
 
 def test_a_route_is_checked_by_its_names_and_by_all_its_matchers() -> None:
-    fired = [{"alertname": "Up", "severity": "page"}, {"alertname": "Down", "severity": "ticket"}]
-    route = {"receiver": "r", "matchers": ['alertname =~ "Up|Down"', 'severity = "page"']}
-    assert alerts.route_problems([route], fired, {}) == []
-    typo = {"receiver": "r", "matchers": ['alertname = "Upp"']}
-    (said, nothing) = alerts.route_problems([typo], fired, {})
+    problems = alert_match.route_problems
+    fired = [{"alertname": "Up", "severity": "page"}, {"alertname": "Down", "severity": "ticket"},
+             {"alertname": "Up", "severity": "ticket"}]
+    assert problems([{"receiver": "r", "matchers": ['alertname =~ "Up|Down"', 'severity = "ticket"']}],
+                    fired, {}) == []
+    # Down never fires at page: naming it in a page route is a finding, though Up matches.
+    (down,) = problems([{"receiver": "r", "matchers": ['alertname =~ "Up|Down"', 'severity = "page"']}],
+                       fired, {})
+    assert down == ('route to \'r\' (alertname =~ "Up|Down", severity = "page") names alert Down, which '
+                    'fires, but never with severity = "page"')
+    (said, nothing) = problems([{"receiver": "r", "matchers": ['alertname = "Upp"']}], fired, {})
     assert "names alert Upp" in said and "neither a PrometheusRule" in said and "matches no alert" in nothing
-    # Every name must fire, though the severity narrows which do; one that matches none is found.
-    critical = {"receiver": "r", "matchers": ['alertname =~ "Up|Down"', 'severity = "critical"']}
-    assert alerts.route_problems([critical], fired, {}) == [
-        "route to 'r' (alertname =~ \"Up|Down\", severity = \"critical\") matches no alert a rule of the "
-        "cluster fires"]
-    # A missing label matches the empty string, as Alertmanager's matchers do; `!~` is anchored.
-    assert alerts.route_problems([{"receiver": "r", "matchers": ['team = ""', 'alertname !~ "U"']}],
-                                 fired, {}) == []
-    assert "is not `name op" in alerts.route_problems([{"receiver": "r", "matchers": ["alertname=Up"]}],
-                                                       fired, {})[0]
+    # Alertmanager's other spellings: bare values, several in braces, `match` / `match_re`, child
+    # routes (which match only what their parent does), escapes in a quoted regex (`A\.B`).
+    assert problems([{"receiver": "r", "matchers": ["{alertname=Up, severity=page}"]},
+                     {"receiver": "r", "match": {"alertname": "Down"}, "match_re": {"severity": "tick.*"}},
+                     {"receiver": "r", "matchers": ['alertname =~ "A\\\\.B"']}],
+                    [*fired, {"alertname": "A.B"}], {}) == []
+    (child, child_nothing) = problems([{"receiver": "r", "matchers": ['severity = "page"'],
+                                        "routes": [{"receiver": "c", "match": {"alertname": "Down"}}]}],
+                                       fired, {})
+    assert child.startswith("route to 'c'") and "never with severity" in child
+    assert "matches no" in child_nothing
+    # Labels the plan cannot know (external labels, additionalRuleLabels) are not judged.
+    assert problems([{"receiver": "r", "matchers": ['cluster = "rtip-prod-eastus"', 'alertname = "Up"']}],
+                    fired, {}) == []
+    for bad, said in (("alertname ~ Up", "not `name op value`"), ('alertname =~ "("', "not RE2"),
+                      ('alertname = "Up', "unterminated")):
+        (found,) = problems([{"receiver": "r", "matchers": [bad]}], fired, {})
+        assert found.startswith("route to 'r': matcher") and said in found
+
+
+def test_the_values_turn_chart_alerts_off_and_add_alerts_as_helm_reads_them() -> None:
+    table = rules.for_chart("kube-prometheus-stack", "88.5.3")
+    assert table is not None
+    (watchdog,) = [a for a in table if a.alert == "Watchdog"]
+    on = {"defaultRules": {"create": True, "rules": {"general": True}}}
+    assert watchdog.renders(on)
+    # Go template truth: any non-empty value disables, not only `true`; an empty map does not.
+    def disabled(value: object) -> dict[str, object]:
+        return {"defaultRules": {**on["defaultRules"], "disabled": {"Watchdog": value}}}
+
+    assert not any(watchdog.renders(disabled(off)) for off in (True, "true", 1, {"x": 1}))
+    assert watchdog.renders(disabled({})) and watchdog.renders(disabled(""))
+    assert not watchdog.renders({"defaultRules": {"create": True, "rules": {"general": {}}}})
+    # sprig's dig: a customRules severity that is there, even empty, replaces the default.
+    assert watchdog.labels({"customRules": {"Watchdog": {"severity": ""}}}) == {"alertname": "Watchdog"}
+    assert watchdog.labels({}) == {"alertname": "Watchdog", "severity": "none"}
+    groups = [{"name": "g", "rules": [{"alert": "Extra", "labels": {"severity": "page"}}, {"record": "r"}]}]
+    assert alert_match.release_alerts({"additionalPrometheusRulesMap": {"x": {"groups": groups}},
+                                       "additionalPrometheusRules": [{"name": "y", "groups": [
+                                           {"name": "h", "rules": [{"alert": "Ignored"}]}]}]}) == [
+        {"alertname": "Extra", "severity": "page"}]
+    assert alert_match.release_alerts({"additionalPrometheusRules": [{"name": "y", "groups": groups}]}) == [
+        {"alertname": "Extra", "severity": "page"}]
 
 
 def test_a_chart_version_without_rule_facts_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,18 +50,29 @@ class ChartAlert:
     severity: str  # the default; `customRules.<alert>.severity` overrides it
 
     def renders(self, values: Mapping[str, Any]) -> bool:
-        return (all(_get(values, p) for p in self.requires)
-                and not any(_get(values, p) is True for p in self.unless))
+        return (all(_truthy(_get(values, p)) for p in self.requires)
+                and not any(_truthy(_get(values, p)) for p in self.unless))
 
     def why_not(self, values: Mapping[str, Any]) -> str:
         """The values that keep the template from rendering this alert ('' when it renders)."""
-        off = [f"{p} is {_get(values, p)!r}" for p in self.requires if not _get(values, p)]
-        off += [f"{p} is true" for p in self.unless if _get(values, p) is True]
+        off = [f"{p} is {_get(values, p)!r}" for p in self.requires if not _truthy(_get(values, p))]
+        off += [f"{p} is {_get(values, p)!r}" for p in self.unless if _truthy(_get(values, p))]
         return "; ".join(off)
 
     def labels(self, values: Mapping[str, Any]) -> dict[str, str]:
+        """alertname and severity: sprig's `dig` gives the release's `customRules` value where the
+        key is there, an empty one included (no severity label then), else the default."""
         custom = _get(values, f"customRules.{self.alert}.severity")
-        return {"alertname": self.alert, "severity": str(custom or self.severity)}
+        severity = self.severity if custom is None else str(custom)
+        return {"alertname": self.alert, **({"severity": severity} if severity else {})}
+
+
+def _truthy(value: Any) -> bool:
+    """Go template truth (`if`, `and`, `not`, sprig's `default`): false, 0, "", nil and empty
+    maps and lists are false; anything else is true."""
+    if isinstance(value, (bool, int, float, str, Mapping, list, tuple)):
+        return bool(value)
+    return value is not None
 
 
 def _get(values: Mapping[str, Any], path: str) -> Any:
@@ -80,6 +91,8 @@ def _condition(text: str, where: str) -> tuple[list[str], list[str]]:
         raise ValueError(f"{where}: an `or` around an alert is not modelled: {text}")
     unless = [a or b for a, b in _NEGATED.findall(text)]
     rest = _NEGATED.sub("", text)
+    if re.search(r"\bnot\b", rest):
+        raise ValueError(f"{where}: a `not` of another shape is not modelled: {text}")
     return [p for p in _VALUE.findall(rest)], unless
 
 

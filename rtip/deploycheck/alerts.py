@@ -25,72 +25,15 @@ from typing import Any
 
 from rtip import chartfacts
 from rtip.chartfacts import rules as chart_rules
+from rtip.deploycheck.alert_match import fired_alerts, route_problems
 from rtip.deploycheck.findings import Finding
-from rtip.deploycheck.graph import HELM_RELEASE, api_kind, cluster_of
-from rtip.offline import Record, Resource
+from rtip.deploycheck.graph import HELM_RELEASE, cluster_of
+from rtip.offline import Record
 
 CHECK = "alerts"
 CHART = "kube-prometheus-stack"
 OPERATOR_SECRETS_DIR = "/etc/alertmanager/secrets"
 URL_FILE_SINCE = (0, 26)
-# Alertmanager's matcher syntax (`name op "value"`), as serving/alert_routes.py writes them.
-_MATCHER = re.compile(r'^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*$')
-_LITERALS = re.compile(r"[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*")
-
-
-def _matches(matcher: tuple[str, str, str], labels: Mapping[str, str]) -> bool:
-    name, op, value = matcher
-    have = labels.get(name, "")  # a missing label matches as the empty string
-    if op in ("=", "!="):
-        return (have == value) == (op == "=")
-    return bool(re.fullmatch(value, have)) == (op == "=~")  # anchored, as Alertmanager's
-
-
-def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
-                   why_not: Mapping[str, str]) -> list[str]:
-    """What is wrong with `routes` given the label sets of the alerts the cluster's rules fire
-    (`fired`) and, for chart alerts that exist but do not render, the values that stop them."""
-    out: list[str] = []
-    names = {a["alertname"] for a in fired}
-    for route in routes:
-        parsed = []
-        for text in route.get("matchers") or []:
-            m = _MATCHER.match(str(text))
-            if m is None:
-                out.append(f"route to {route.get('receiver')!r}: matcher {text!r} is not `name op \"value\"`")
-                break
-            parsed.append((m.group(1), m.group(2), m.group(3)))
-        else:
-            where = f"route to {route.get('receiver')!r} ({', '.join(route.get('matchers') or [])})"
-            named = [v for n, op, v in parsed if n == "alertname" and (op == "=" or (
-                op == "=~" and _LITERALS.fullmatch(v)))]
-            for alert in (a for v in named for a in v.split("|")):
-                if alert not in names:
-                    reason = why_not.get(alert)
-                    out.append(f"{where} names alert {alert}, which no rule of the cluster fires" + (
-                        f" (the chart's rule is off: {reason})" if reason else
-                        " (neither a PrometheusRule of the plan nor the chart's default rules has it)"))
-            if parsed and not any(all(_matches(m, a) for m in parsed) for a in fired):
-                out.append(f"{where} matches no alert a rule of the cluster fires")
-    return out
-
-
-def plan_alerts(record: Record, cluster: Resource | None) -> list[dict[str, str]]:
-    """The label sets (alertname and the rule's own labels) of the alerts the plan's
-    PrometheusRules on `cluster` fire."""
-    out = []
-    for res in record.resources:
-        kind = api_kind(res)
-        if kind is None or (kind.group, kind.kind) != ("monitoring.coreos.com", "PrometheusRule"):
-            continue
-        if cluster_of(record, res) != cluster:
-            continue
-        for group in (res.inputs.get("spec") or {}).get("groups") or []:
-            for rule in group.get("rules") or []:
-                if rule.get("alert"):
-                    out.append({"alertname": str(rule["alert"]),
-                                **{str(k): str(v) for k, v in (rule.get("labels") or {}).items()}})
-    return out
 
 
 def problems(alertmanager: Mapping[str, Any], chart_config: Mapping[str, Any]) -> list[str]:
@@ -144,13 +87,11 @@ def check_alerts(record: Record) -> list[Finding]:
             messages.append(f"no vendored default-rule facts for {CHART} {facts.version}, so its routes "
                             "cannot be checked: run python -m rtip.chartfacts.rules on the chart at its tag")
         elif routes:
-            rendered = [a for a in chart_alerts or () if a.renders(merged)]
-            fired = [*plan_alerts(record, cluster), *(a.labels(merged) for a in rendered)]
-            why_not = {a.alert: a.why_not(merged) for a in chart_alerts or () if not a.renders(merged)}
+            fired, why_not = fired_alerts(record, cluster, merged, chart_alerts or ())
             messages += route_problems(routes, fired, why_not)
         for message in messages:
             findings.append(Finding(CHECK, release.urn, f"{where}: {message}"))
     return findings
 
 
-__all__ = ["CHECK", "OPERATOR_SECRETS_DIR", "check_alerts", "plan_alerts", "problems", "route_problems"]
+__all__ = ["CHECK", "OPERATOR_SECRETS_DIR", "check_alerts", "problems"]

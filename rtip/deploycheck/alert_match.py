@@ -1,0 +1,107 @@
+"""Does each Alertmanager route match an alert that a rule of its cluster really fires?
+
+Alertmanager never reports a route that matches nothing, so a renamed alert, a rule group a
+release turns off, or a severity an alert never carries would silence a heartbeat, the delivery
+alerts or a page without a word. The alerts a cluster fires, as label sets:
+
+- the plan's own PrometheusRules on that cluster, with each rule's labels;
+- the kube-prometheus-stack release's default rules that its values render
+  (rtip/chartfacts/rules.py, read from the chart's templates at its tag), and the rules its
+  `additionalPrometheusRules` / `additionalPrometheusRulesMap` values add.
+
+Only `alertname` and `severity` are judged: they are what every alert here states. Other labels
+(Prometheus's external labels, `additionalRuleLabels`, what an expression outputs) are not known
+to the plan, so a matcher on them is not evaluated. Rules other charts install are not counted
+either: a route naming one would be reported, and none of the plan's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rtip.chartfacts.rules import ChartAlert
+from rtip.deploycheck import am_matchers
+from rtip.deploycheck.graph import api_kind, cluster_of
+from rtip.offline import Record, Resource
+
+JUDGED = ("alertname", "severity")
+
+
+def _rule_alerts(groups: Iterable[Any]) -> list[dict[str, str]]:
+    return [{"alertname": str(rule["alert"]),
+             **{str(k): str(v) for k, v in (rule.get("labels") or {}).items()}}
+            for group in groups or [] if isinstance(group, Mapping)
+            for rule in group.get("rules") or [] if isinstance(rule, Mapping) and rule.get("alert")]
+
+
+def plan_alerts(record: Record, cluster: Resource | None) -> list[dict[str, str]]:
+    """The label sets of the alerts the plan's PrometheusRules on `cluster` fire."""
+    out = []
+    for res in record.resources:
+        kind = api_kind(res)
+        if kind is None or (kind.group, kind.kind) != ("monitoring.coreos.com", "PrometheusRule"):
+            continue
+        if cluster_of(record, res) == cluster:
+            out += _rule_alerts((res.inputs.get("spec") or {}).get("groups"))
+    return out
+
+
+def release_alerts(values: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The alerts a release adds through `additionalPrometheusRulesMap` (which, when set, the
+    chart renders instead of `additionalPrometheusRules`: templates/prometheus/
+    additionalPrometheusRules.yaml, KINDS.txt)."""
+    by_map = values.get("additionalPrometheusRulesMap") or {}
+    listed = by_map.values() if by_map else values.get("additionalPrometheusRules") or []
+    return [a for rule in listed if isinstance(rule, Mapping) for a in _rule_alerts(rule.get("groups"))]
+
+
+def fired_alerts(record: Record, cluster: Resource | None, values: Mapping[str, Any],
+                 chart: Iterable[ChartAlert]) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """(the label sets of every alert the cluster fires, and for each chart alert that does not
+    render, the values that stop it)."""
+    chart = list(chart)
+    rendered = [a.labels(values) for a in chart if a.renders(values)]
+    why_not = {a.alert: a.why_not(values) for a in chart if not a.renders(values)}
+    return [*plan_alerts(record, cluster), *release_alerts(values), *rendered], why_not
+
+
+def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
+                   why_not: Mapping[str, str]) -> list[str]:
+    """What is wrong with `routes` (and their child routes, which match only what their parent
+    does) given the alerts the cluster fires."""
+    out: list[str] = []
+    names = {a["alertname"] for a in fired}
+
+    def walk(route: Mapping[str, Any], inherited: list[am_matchers.Matcher]) -> None:
+        receiver = route.get("receiver")
+        try:
+            own = am_matchers.of_route(route)
+        except ValueError as err:
+            out.append(f"route to {receiver!r}: {err}")
+            return
+        where = f"route to {receiver!r} ({', '.join(str(m) for m in own)})"
+        judged = [m for m in [*inherited, *own] if m.name in JUDGED]
+        rest = [m for m in judged if m.name != "alertname"]
+        for alert in (name for m in own for name in m.names() or []):
+            if any(a["alertname"] == alert and all(m.matches(a) for m in rest) for a in fired):
+                continue
+            if alert in names:
+                out.append(f"{where} names alert {alert}, which fires, but never with "
+                           f"{', '.join(str(m) for m in rest)}")
+            else:
+                reason = why_not.get(alert)
+                out.append(f"{where} names alert {alert}, which no rule of the cluster fires" + (
+                    f" (the chart's rule is off: {reason})" if reason else
+                    " (neither a PrometheusRule of the plan nor the chart's rules has it)"))
+        if judged and not any(all(m.matches(a) for m in judged) for a in fired):
+            out.append(f"{where} matches no alert a rule of the cluster fires")
+        for child in route.get("routes") or []:
+            walk(child, [*inherited, *own])
+
+    for route in routes:
+        walk(route, [])
+    return out
+
+
+__all__ = ["JUDGED", "fired_alerts", "plan_alerts", "release_alerts", "route_problems"]
