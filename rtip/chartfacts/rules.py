@@ -50,13 +50,13 @@ class ChartAlert:
     severity: str  # the default; `customRules.<alert>.severity` overrides it
 
     def renders(self, values: Mapping[str, Any]) -> bool:
-        return (all(_truthy(_get(values, p)) for p in self.requires)
-                and not any(_truthy(_get(values, p)) for p in self.unless))
+        return (all(truthy(_get(values, p)) for p in self.requires)
+                and not any(truthy(_get(values, p)) for p in self.unless))
 
     def why_not(self, values: Mapping[str, Any]) -> str:
         """The values that keep the template from rendering this alert ('' when it renders)."""
-        off = [f"{p} is {_get(values, p)!r}" for p in self.requires if not _truthy(_get(values, p))]
-        off += [f"{p} is {_get(values, p)!r}" for p in self.unless if _truthy(_get(values, p))]
+        off = [f"{p} is {_get(values, p)!r}" for p in self.requires if not truthy(_get(values, p))]
+        off += [f"{p} is {_get(values, p)!r}" for p in self.unless if truthy(_get(values, p))]
         return "; ".join(off)
 
     def labels(self, values: Mapping[str, Any]) -> dict[str, str]:
@@ -67,7 +67,7 @@ class ChartAlert:
         return {"alertname": self.alert, **({"severity": severity} if severity else {})}
 
 
-def _truthy(value: Any) -> bool:
+def truthy(value: Any) -> bool:
     """Go template truth (`if`, `and`, `not`, sprig's `default`): false, 0, "", nil and empty
     maps and lists are false; anything else is true."""
     if isinstance(value, (bool, int, float, str, Mapping, list, tuple)):

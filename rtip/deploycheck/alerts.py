@@ -14,7 +14,10 @@ alerts' delivery (serving/alert_routes.py) rests on.
   names is one: the plan's PrometheusRules, or the chart's default rules the release's values
   render (rtip/chartfacts/rules.py, read from the chart's templates at its tag). Alertmanager
   never reports a route that matches nothing, so a renamed alert or a rule group turned off
-  would silence a heartbeat or the delivery alerts without a word.
+  would silence a heartbeat or the delivery alerts without a word (alert_match.py);
+- the release's Prometheus loads the plan's PrometheusRules, PodMonitors and ServiceMonitors on
+  its cluster: its selectors as the chart renders them match their labels and namespaces
+  (monitor_select.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from rtip.chartfacts import rules as chart_rules
 from rtip.deploycheck.alert_match import fired_alerts, route_problems
 from rtip.deploycheck.findings import Finding
 from rtip.deploycheck.graph import HELM_RELEASE, cluster_of
+from rtip.deploycheck.monitor_select import selection_problems
 from rtip.offline import Record
 
 CHECK = "alerts"
@@ -89,6 +93,7 @@ def check_alerts(record: Record) -> list[Finding]:
         elif routes:
             fired, why_not = fired_alerts(record, cluster, merged, chart_alerts or ())
             messages += route_problems(routes, fired, why_not)
+        messages += selection_problems(record, release, merged)
         for message in messages:
             findings.append(Finding(CHECK, release.urn, f"{where}: {message}"))
     return findings
