@@ -52,3 +52,21 @@ def test_the_sweep_edge_counts_in_flight_kills_among_the_bad(tmp_path) -> None:
     assert all(0 <= r["failed_in_flight"] <= r["bad"] <= r["requests"] for r in rows)
     # The later a moment, the fewer requests its cut window holds.
     assert rows[0]["requests"] > rows[1]["requests"] > rows[2]["requests"]
+
+
+def test_beyond_the_peak_the_hour_reaches_the_tiers_burst_headroom_above_it() -> None:
+    """--beyond-peak: dev's llama-1b is batch tier, whose burst headroom is 10 % (serving/tiers.py,
+    read by hand), so the hour's busiest minute carries 1.1 x its stated peak, within a request."""
+    from tests.test_benchmarks import _deployment
+
+    bench = _load("sustained_peak")
+    mp, _ = _deployment("dev", "llama-1b")
+    assert mp.tier == "batch"
+    rng = np.random.default_rng(2)
+    lengths = Trace(np.arange(2000.0), rng.integers(100, 2000, 2000), rng.integers(10, 400, 2000))
+    hour = bench.peak_hour(lengths)
+    stated, one = bench.hour_for(mp, hour, False)
+    beyond, over = bench.hour_for(mp, hour, True)
+    assert (one, over) == (1.0, 1.1)
+    assert abs(stated.peak_qps(60.0) - mp.peak_qps) <= 1 / 60 + 1e-9
+    assert abs(beyond.peak_qps(60.0) - 1.1 * mp.peak_qps) <= 1 / 60 + 1e-9
