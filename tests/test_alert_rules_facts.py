@@ -229,3 +229,20 @@ def test_the_reader_writes_the_facts_file_the_check_loads(
     (chart / rules.RULES_DIR / "x.yaml").write_text(TEMPLATE.replace("{{- end }}\n", "", 1))
     assert rules.main([str(chart), "1.0.0", "by hand", "--out", str(tmp_path)]) == 2
     assert "left open" in capsys.readouterr().err
+
+
+def test_matchers_are_read_as_alertmanagers_classic_parser_reads_them() -> None:
+    """Cases worked from prometheus/alertmanager pkg/labels/parse.go by hand."""
+    from rtip.deploycheck.am_matchers import Matcher, parse
+
+    assert parse('a="x\\"y"') == [Matcher("a", "=", 'x"y')]
+    assert parse('a=x\\"y') == [Matcher("a", "=", 'x"y')]  # bare values are unescaped too
+    assert parse("alertname=~Foo\\\\.Bar") == [Matcher("alertname", "=~", "Foo\\.Bar")]
+    assert parse('a="x\\,"') == [Matcher("a", "=", "x\\,")]  # an unknown escape keeps its backslash
+    assert parse("{a=b") == parse("a=b}") == [Matcher("a", "=", "b")]  # each brace trimmed alone
+    assert parse('{a="b,c", d!~"e|f"}') == [Matcher("a", "=", "b,c"), Matcher("d", "!~", "e|f")]
+    for bad in ('a="x\\"', 'a="x', "a=b,,c=d", ",a=b", "1a=b", 'a=x"y', 'a=~"("'):
+        with pytest.raises(ValueError):
+            parse(bad)
+    assert Matcher("alertname", "=~", "Foo\\.Bar").matches({"alertname": "Foo.Bar"})
+    assert not Matcher("alertname", "=~", "Foo\\.Bar").matches({"alertname": "FooxBar"})

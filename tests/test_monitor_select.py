@@ -30,6 +30,21 @@ def _objects_on_first_cluster() -> Counter[tuple[str, str]]:
     return out
 
 
+def _split(found: list[str]) -> tuple[list[str], list[str]]:
+    """(the objects not loaded, the route findings)."""
+    unloaded = [f for f in found if " is not loaded: " in f.split(": ", 1)[1][:120]
+                and f.split(": ", 1)[1].split(" ", 1)[0] in monitor_select.SELECTORS]
+    return unloaded, [f for f in found if f not in unloaded]
+
+
+# prod's routes on a cluster with a page and a ticket webhook and a heartbeat (serving/alert_routes.py):
+# the heartbeat names Watchdog; two delivery routes name the two delivery alerts; the page route
+# names the two burn alerts and the two absent alerts, the ticket route the two burn alerts. A
+# route whose every name is gone gives one finding a name and one for matching nothing.
+PLAN_ROUTE_FINDINGS = (4 + 1) + (2 + 1)  # page, ticket
+CHART_ROUTE_FINDINGS = (1 + 1) + 2 * (2 + 1)  # heartbeat, the two delivery routes
+
+
 def test_prod_loads_every_rule_and_monitor_and_the_chart_default_would_load_none() -> None:
     assert check_alerts(record_of("prod")) == []
     objects = _objects_on_first_cluster()
@@ -37,25 +52,54 @@ def test_prod_loads_every_rule_and_monitor_and_the_chart_default_would_load_none
     monitors = sum(n for (k, _), n in objects.items() if k == "PodMonitor")
     assert rules >= 2 and monitors >= 2  # a model's and the gateway's, at least
     # The chart's default (`...NilUsesHelmValues: true`) selects `release: <release name>` only,
-    # a label the plan's objects do not carry: nothing of theirs would load.
+    # a label the plan's objects do not carry: nothing of theirs would load, so none of their
+    # alerts fires and the SLO routes match nothing; the chart's own rules carry it and load.
     record, _ = _with_values(_spec(lambda s: s.update(ruleSelectorNilUsesHelmValues=True,
-                                                            podMonitorSelectorNilUsesHelmValues=True)))
-    found = [f.message for f in check_alerts(record)]
-    assert len(found) == rules + monitors
-    assert sum(f.split(": ", 1)[1].startswith("PrometheusRule ") for f in found) == rules
-    assert all("{'matchLabels': {'release': 'kube-prometheus-stack'}}" in f for f in found)
+                                                      podMonitorSelectorNilUsesHelmValues=True)))
+    unloaded, routes = _split([f.message for f in check_alerts(record)])
+    assert len(unloaded) == rules + monitors and len(routes) == PLAN_ROUTE_FINDINGS
+    assert sum(" PrometheusRule " in f for f in unloaded) == rules
+    assert all("{'matchLabels': {'release': 'kube-prometheus-stack'}}" in f for f in unloaded)
+    assert all("'rtip-slo-page'" in f or "'rtip-slo-ticket'" in f for f in routes)
+    # A selector that is set wins over the switch: one matching the plan's label loads its objects
+    # and not the chart's, whose Watchdog and delivery alerts then fire nowhere.
+    ours = {"matchLabels": {"app.kubernetes.io/managed-by": "rtip"}}
+    record, _ = _with_values(_spec(lambda s: s.update(ruleSelectorNilUsesHelmValues=True, ruleSelector=ours)))
+    unloaded, routes = _split([f.message for f in check_alerts(record)])
+    assert unloaded == [] and len(routes) == CHART_ROUTE_FINDINGS
+    assert all("its PrometheusRule is not loaded" in f for f in routes if "names alert" in f)
 
 
 def test_a_null_rule_selector_matches_nothing_and_agent_mode_evaluates_no_rules() -> None:
     objects = _objects_on_first_cluster()
     rules = sum(n for (k, _), n in objects.items() if k == "PrometheusRule")
-    # `ruleSelector: null` with the switch off renders no selector (`kindIs "invalid"`).
+    # `ruleSelector: null` with the switch off renders no selector (`kindIs "invalid"`): no rule
+    # loads, the chart's included, and every route matches nothing.
     record, _ = _with_values(_spec(lambda s: s.update(ruleSelector=None)))
-    found = [f.message for f in check_alerts(record)]
-    assert len(found) == rules and all("null (matches nothing)" in f for f in found)
+    unloaded, routes = _split([f.message for f in check_alerts(record)])
+    assert len(unloaded) == rules and all("null (matches nothing)" in f for f in unloaded)
+    assert len(routes) == PLAN_ROUTE_FINDINGS + CHART_ROUTE_FINDINGS
+    # The switch for PodMonitors has no such branch: a null podMonitorSelector renders {}.
+    record, _ = _with_values(_spec(lambda s: s.update(podMonitorSelector=None)))
+    assert check_alerts(record) == []
     record, _ = _with_values(lambda v: v.setdefault("prometheus", {}).update(agentMode=True))
-    found = [f.message for f in check_alerts(record)]
-    assert len(found) == rules and all("evaluates no rules" in f for f in found)
+    unloaded, routes = _split([f.message for f in check_alerts(record)])
+    assert len(unloaded) == rules and all("evaluates no rules" in f for f in unloaded)
+    assert len(routes) == PLAN_ROUTE_FINDINGS + CHART_ROUTE_FINDINGS
+
+
+def test_the_operator_sees_only_the_namespaces_it_watches() -> None:
+    objects = _objects_on_first_cluster()
+    total = sum(objects.values())
+    in_models = sum(n for (_, ns), n in objects.items() if ns == "rtip-models")
+    record, _ = _with_values(lambda v: v.setdefault("prometheusOperator", {}).update(
+        namespaces={"releaseNamespace": True, "additional": ["rtip-models"]}))
+    unloaded, _ = _split([f.message for f in check_alerts(record)])
+    assert len(unloaded) == total - in_models and all("watches only namespaces" in f for f in unloaded)
+    record, _ = _with_values(lambda v: v.setdefault("prometheusOperator", {}).update(
+        denyNamespaces=["rtip-models"]))
+    unloaded, _ = _split([f.message for f in check_alerts(record)])
+    assert len(unloaded) == in_models
 
 
 def test_a_namespace_selector_loads_only_the_namespaces_it_matches() -> None:
@@ -65,8 +109,8 @@ def test_a_namespace_selector_loads_only_the_namespaces_it_matches() -> None:
     # The API server labels every namespace with its name.
     record, _ = _with_values(_spec(lambda s: s.update(podMonitorNamespaceSelector={
         "matchLabels": {"kubernetes.io/metadata.name": "rtip-models"}})))
-    found = [f.message for f in check_alerts(record)]
-    assert len(found) == outside and all("does not match namespace" in f for f in found)
+    found, routes = _split([f.message for f in check_alerts(record)])
+    assert len(found) == outside and all("does not match namespace" in f for f in found) and not routes
     assert not any("rtip-models/" in f for f in found)
 
 

@@ -7,7 +7,11 @@ alerts or a page without a word. The alerts a cluster fires, as label sets:
 - the plan's own PrometheusRules on that cluster, with each rule's labels;
 - the kube-prometheus-stack release's default rules that its values render
   (rtip/chartfacts/rules.py, read from the chart's templates at its tag), and the rules its
-  `additionalPrometheusRules` / `additionalPrometheusRulesMap` values add.
+  `additionalPrometheusRules` / `additionalPrometheusRulesMap` values add;
+
+each only where the release's Prometheus loads its PrometheusRule (monitor_select.Loader: a
+Prometheus that runs, not in agent mode, an operator that watches the namespace, selectors that
+match the object's labels).
 
 Only `alertname` and `severity` are judged: they are what every alert here states. Other labels
 (Prometheus's external labels, `additionalRuleLabels`, what an expression outputs) are not known
@@ -23,6 +27,7 @@ from typing import Any
 from rtip.chartfacts.rules import ChartAlert
 from rtip.deploycheck import am_matchers
 from rtip.deploycheck.graph import api_kind, cluster_of
+from rtip.deploycheck.monitor_select import Loader
 from rtip.offline import Record, Resource
 
 JUDGED = ("alertname", "severity")
@@ -35,35 +40,58 @@ def _rule_alerts(groups: Iterable[Any]) -> list[dict[str, str]]:
             for rule in group.get("rules") or [] if isinstance(rule, Mapping) and rule.get("alert")]
 
 
-def plan_alerts(record: Record, cluster: Resource | None) -> list[dict[str, str]]:
-    """The label sets of the alerts the plan's PrometheusRules on `cluster` fire."""
+def plan_alerts(record: Record, cluster: Resource | None,
+                loader: Loader | None = None) -> list[dict[str, str]]:
+    """The label sets of the alerts the plan's PrometheusRules on `cluster` fire (with `loader`,
+    only those its Prometheus loads)."""
     out = []
     for res in record.resources:
         kind = api_kind(res)
         if kind is None or (kind.group, kind.kind) != ("monitoring.coreos.com", "PrometheusRule"):
             continue
-        if cluster_of(record, res) == cluster:
-            out += _rule_alerts((res.inputs.get("spec") or {}).get("groups"))
+        if cluster_of(record, res) != cluster:
+            continue
+        meta = res.inputs.get("metadata") or {}
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        if loader and loader.why_not("PrometheusRule", labels, str(meta.get("namespace") or "default")):
+            continue
+        out += _rule_alerts((res.inputs.get("spec") or {}).get("groups"))
     return out
 
 
-def release_alerts(values: Mapping[str, Any]) -> list[dict[str, str]]:
+def release_alerts(values: Mapping[str, Any], loader: Loader | None = None) -> list[dict[str, str]]:
     """The alerts a release adds through `additionalPrometheusRulesMap` (which, when set, the
     chart renders instead of `additionalPrometheusRules`: templates/prometheus/
-    additionalPrometheusRules.yaml, KINDS.txt)."""
+    additionalPrometheusRules.yaml, KINDS.txt); with `loader`, those its Prometheus loads (each
+    object carries the chart's labels and its own `additionalLabels`)."""
     by_map = values.get("additionalPrometheusRulesMap") or {}
     listed = by_map.values() if by_map else values.get("additionalPrometheusRules") or []
-    return [a for rule in listed if isinstance(rule, Mapping) for a in _rule_alerts(rule.get("groups"))]
+    out = []
+    for rule in listed:
+        if not isinstance(rule, Mapping):
+            continue
+        labels = {**(loader.chart_labels() if loader else {}),
+                  **{str(k): str(v) for k, v in (rule.get("additionalLabels") or {}).items()}}
+        if loader and loader.why_not("PrometheusRule", labels, loader.namespace):
+            continue
+        out += _rule_alerts(rule.get("groups"))
+    return out
 
 
-def fired_alerts(record: Record, cluster: Resource | None, values: Mapping[str, Any],
+def fired_alerts(record: Record, loader: Loader,
                  chart: Iterable[ChartAlert]) -> tuple[list[dict[str, str]], dict[str, str]]:
-    """(the label sets of every alert the cluster fires, and for each chart alert that does not
-    render, the values that stop it)."""
+    """(the label sets of every alert the release's Prometheus loads a rule for, and for each
+    chart alert it does not fire, why)."""
+    values = loader.values
+    labels = {**loader.chart_labels(),
+              **{str(k): str(v) for k, v in ((values.get("defaultRules") or {}).get("labels") or {}).items()}}
+    unloaded = loader.why_not("PrometheusRule", labels, loader.namespace)
     chart = list(chart)
-    rendered = [a.labels(values) for a in chart if a.renders(values)]
-    why_not = {a.alert: a.why_not(values) for a in chart if not a.renders(values)}
-    return [*plan_alerts(record, cluster), *release_alerts(values), *rendered], why_not
+    rendered = [a.labels(values) for a in chart if a.renders(values)] if not unloaded else []
+    why_not = {a.alert: (a.why_not(values) if not a.renders(values) else "") or
+               f"its PrometheusRule is not loaded: {unloaded}" for a in chart
+               if unloaded or not a.renders(values)}
+    return [*plan_alerts(record, loader.cluster, loader), *release_alerts(values, loader), *rendered], why_not
 
 
 def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
@@ -92,7 +120,7 @@ def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
             else:
                 reason = why_not.get(alert)
                 out.append(f"{where} names alert {alert}, which no rule of the cluster fires" + (
-                    f" (the chart's rule is off: {reason})" if reason else
+                    f" (the chart's rule does not fire: {reason})" if reason else
                     " (neither a PrometheusRule of the plan nor the chart's rules has it)"))
         if judged and not any(all(m.matches(a) for m in judged) for a in fired):
             out.append(f"{where} matches no alert a rule of the cluster fires")

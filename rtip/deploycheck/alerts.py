@@ -15,9 +15,11 @@ alerts' delivery (serving/alert_routes.py) rests on.
   render (rtip/chartfacts/rules.py, read from the chart's templates at its tag). Alertmanager
   never reports a route that matches nothing, so a renamed alert or a rule group turned off
   would silence a heartbeat or the delivery alerts without a word (alert_match.py);
-- the release's Prometheus loads the plan's PrometheusRules, PodMonitors and ServiceMonitors on
-  its cluster: its selectors as the chart renders them match their labels and namespaces
-  (monitor_select.py).
+- the release's Prometheus loads the plan's PrometheusRules and PodMonitors on its cluster (and
+  any ServiceMonitor or Probe it declares): a Prometheus and an operator that run, the operator
+  watching their namespaces, selectors as the chart renders them matching their labels and
+  namespaces, rules not handed to an agent (monitor_select.py); and the route check counts only
+  rules that load.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from rtip.chartfacts import rules as chart_rules
 from rtip.deploycheck.alert_match import fired_alerts, route_problems
 from rtip.deploycheck.findings import Finding
 from rtip.deploycheck.graph import HELM_RELEASE, cluster_of
-from rtip.deploycheck.monitor_select import selection_problems
+from rtip.deploycheck.monitor_select import Loader, selection_problems
 from rtip.offline import Record
 
 CHECK = "alerts"
@@ -91,7 +93,7 @@ def check_alerts(record: Record) -> list[Finding]:
             messages.append(f"no vendored default-rule facts for {CHART} {facts.version}, so its routes "
                             "cannot be checked: run python -m rtip.chartfacts.rules on the chart at its tag")
         elif routes:
-            fired, why_not = fired_alerts(record, cluster, merged, chart_alerts or ())
+            fired, why_not = fired_alerts(record, Loader.of(record, release, merged), chart_alerts or ())
             messages += route_problems(routes, fired, why_not)
         messages += selection_problems(record, release, merged)
         for message in messages:

@@ -1,9 +1,11 @@
 """Alertmanager's route matchers as its configuration loader reads them (prometheus/alertmanager
-`pkg/labels/parse.go` and `matcher.go`): `name op value`, op one of `=`, `!=`, `=~`, `!~`; the
-value double-quoted (`\\\\`, `\\"` and `\\n` unescaped, any other backslash kept) or bare; several
-matchers in one string, comma-separated and optionally in braces; the older `match` and
-`match_re` maps of a route as well. A regex is anchored (`^(?:value)$`) and RE2's, as Go's is; a
-label the alert lacks matches as the empty string.
+`pkg/labels/parse.go` and `matcher.go`, the classic parser): `name op value`, the name
+`[a-zA-Z_:][a-zA-Z0-9_:]*`, op one of `=`, `!=`, `=~`, `!~`; the value double-quoted or bare,
+either way unescaped (`\\\\`, `\\"` and `\\n`; any other backslash kept), a quote left unescaped
+inside it refused; several matchers in one string, comma-separated, an empty one refused, a
+leading `{` and a trailing `}` trimmed; the older `match` and `match_re` maps of a route as
+well. A regex is anchored (`^(?:value)$`) and RE2's, as Go's is; a label the alert lacks
+matches as the empty string.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import re2
 
-_ONE = re.compile(r'^\s*([^\s=!~"{},]+)\s*(=~|!~|!=|=)\s*(.*?)\s*$', re.S)
+_ONE = re.compile(r'^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$', re.S)
 _LITERALS = re.compile(r"[A-Za-z0-9_:]+(\|[A-Za-z0-9_:]+)*")
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 
@@ -33,7 +36,7 @@ class Matcher:
         have = labels.get(self.name, "")
         if self.op in ("=", "!="):
             return (have == self.value) == (self.op == "=")
-        return (re2.compile(f"^(?:{self.value})$").fullmatch(have) is not None) == (self.op == "=~")
+        return (_compiled(self.value).fullmatch(have) is not None) == (self.op == "=~")
 
     def names(self) -> list[str] | None:
         """The alert names an `alertname` matcher names: its value for `=`, each alternative of a
@@ -47,14 +50,8 @@ class Matcher:
         return None
 
 
-def _unquote(value: str, text: str) -> str:
-    if not value.startswith('"'):
-        if '"' in value:
-            raise ValueError(f"matcher {text!r}: a quote inside a bare value")
-        return value
-    if len(value) < 2 or not value.endswith('"'):
-        raise ValueError(f"matcher {text!r}: an unterminated quoted value")
-    out, body, i = [], value[1:-1], 0
+def _unescape(body: str, text: str) -> str:
+    out, i = [], 0
     while i < len(body):
         c = body[i]
         if c == "\\" and i + 1 < len(body):
@@ -66,6 +63,16 @@ def _unquote(value: str, text: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _unquote(value: str, text: str) -> str:
+    if not value.startswith('"'):
+        return _unescape(value, text)
+    body = value[1:-1] if len(value) >= 2 and value.endswith('"') else None
+    # An odd run of backslashes before the last quote escapes it: the value never closes.
+    if body is None or (len(body) - len(body.rstrip("\\"))) % 2:
+        raise ValueError(f"matcher {text!r}: an unterminated quoted value")
+    return _unescape(body, text)
 
 
 def _split(text: str) -> list[str]:
@@ -84,18 +91,18 @@ def _split(text: str) -> list[str]:
         elif c == '"':
             quoted = not quoted
     parts.append("".join(current))
-    return [p for p in parts if p.strip()]
+    return parts
 
 
 def parse(text: str) -> list[Matcher]:
     """The matchers of one `matchers` entry; ValueError naming what cannot be read."""
-    body = text.strip()
-    if body.startswith("{"):
-        if not body.endswith("}"):
-            raise ValueError(f"matcher {text!r}: an opening brace without its closing one")
-        body = body[1:-1]
+    body = text.strip().removeprefix("{").removesuffix("}")
+    if not body.strip():
+        return []
     out = []
     for part in _split(body):
+        if not part.strip():
+            raise ValueError(f"matcher {text!r}: an empty matcher between commas")
         m = _ONE.match(part)
         if m is None:
             raise ValueError(f"matcher {text!r}: not `name op value`")
@@ -103,10 +110,17 @@ def parse(text: str) -> list[Matcher]:
     return out
 
 
+@cache
+def _compiled(value: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False  # the error is raised, and reported as a finding
+    return re2.compile(f"^(?:{value})$", options)
+
+
 def _checked(matcher: Matcher, where: str) -> Matcher:
     if matcher.op in ("=~", "!~"):
         try:
-            re2.compile(f"^(?:{matcher.value})$")
+            _compiled(matcher.value)
         except re2.error as err:
             raise ValueError(f"{where}: the regex is not RE2 ({err})") from None
     return matcher

@@ -9,12 +9,15 @@ kube-prometheus-stack-88.5.3): the value itself when it is set; else, with
 else `{}`, which matches every object; except that a `ruleSelector` set to null renders no
 selector at all, which matches none (the Prometheus CRD: "A null label selector matches no
 objects"). A namespace selector is the value when set, else `{}`: every namespace. An agent-mode
-Prometheus (`prometheus.agentMode`) evaluates no rules.
+Prometheus (`prometheus.agentMode`) evaluates no rules; the operator sees only the namespaces
+`prometheusOperator.namespaces` lists, never `denyNamespaces`. The route check
+(alert_match.py) counts only the rules a Loader says load.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rtip.chartfacts.rules import truthy
@@ -61,54 +64,100 @@ def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bo
     return True
 
 
-def _namespace_labels(record: Record, cluster: Resource | None, namespace: str) -> dict[str, str]:
-    """The namespace's labels as the API server holds them (it adds kubernetes.io/metadata.name)."""
+def _namespace_labels(record: Record, cluster: Resource | None, namespace: str) -> dict[str, str] | None:
+    """The namespace's labels as the API server holds them (it adds kubernetes.io/metadata.name);
+    None for a namespace the plan does not declare, whose labels it cannot know."""
     for res in record.resources:
         kind = api_kind(res)
         if kind and kind.kind == "Namespace" and kind.group == "" and object_name(res) == namespace \
                 and cluster_of(record, res) == cluster:
             labels = (res.inputs.get("metadata") or {}).get("labels") or {}
             return {**{str(k): str(v) for k, v in labels.items()}, "kubernetes.io/metadata.name": namespace}
-    return {"kubernetes.io/metadata.name": namespace}
+    return None
+
+
+@dataclass
+class Loader:
+    """What one kube-prometheus-stack release's Prometheus loads (`values`: the release's values
+    coalesced over the chart's; `name` and `namespace`: the Helm release's)."""
+
+    record: Record
+    cluster: Resource | None
+    values: Mapping[str, Any]
+    name: str
+    namespace: str
+
+    @classmethod
+    def of(cls, record: Record, release: Resource, values: Mapping[str, Any]) -> Loader:
+        return cls(record, cluster_of(record, release), values,
+                   str(release.inputs.get("name") or release.name),
+                   str(release.inputs.get("namespace") or "default"))
+
+    def chart_labels(self) -> dict[str, str]:
+        """The labels the chart puts on the PrometheusRules it renders (`app` and the
+        `kube-prometheus-stack.labels` helper: `release` among them, and `commonLabels`)."""
+        app = str(self.values.get("nameOverride") or "kube-prometheus-stack")[:50]
+        common = {str(k): str(v) for k, v in (self.values.get("commonLabels") or {}).items()}
+        return {"app": app, "app.kubernetes.io/instance": self.name, "app.kubernetes.io/part-of": app,
+                "release": self.name, **common}
+
+    def why_not(self, kind: str, labels: Mapping[str, str], namespace: str) -> str | None:
+        """Why the Prometheus would not load an object of `kind` (None: it would)."""
+        prometheus = self.values.get("prometheus") or {}
+        operator = self.values.get("prometheusOperator") or {}
+        spec = prometheus.get("prometheusSpec") or {}
+        if not truthy(prometheus.get("enabled")):
+            return "the release runs no Prometheus (prometheus.enabled is off)"
+        if not truthy(operator.get("enabled")):
+            return "the release runs no Prometheus operator (prometheusOperator.enabled is off)"
+        if kind == "PrometheusRule" and truthy(prometheus.get("agentMode")):
+            return "prometheus.agentMode runs a PrometheusAgent, which evaluates no rules"
+        # The operator watches only `--namespaces` (prometheus-operator/deployment.yaml: the
+        # release's namespace if `releaseNamespace`, and `additional`) and never `--deny-namespaces`.
+        watched = operator.get("namespaces")
+        if truthy(watched):
+            allowed = ([self.namespace] if truthy(watched.get("releaseNamespace")) else []) + [
+                str(n) for n in watched.get("additional") or []]
+            if namespace not in allowed:
+                return f"the operator watches only namespaces {allowed} (prometheusOperator.namespaces)"
+        if namespace in [str(n) for n in operator.get("denyNamespaces") or []]:
+            return f"the operator does not watch namespace {namespace} (prometheusOperator.denyNamespaces)"
+        selector = rendered_selector(spec, kind, self.name)
+        if not selects(selector, labels):
+            return (f"the Prometheus's {SELECTORS[kind][0]} is "
+                    f"{'null (matches nothing)' if selector is None else dict(selector)} and the object's "
+                    f"labels are {dict(labels)}")
+        ns_key = SELECTORS[kind][2]
+        ns_selector = spec.get(ns_key) if truthy(spec.get(ns_key)) else {}
+        if ns_selector:
+            ns_labels = _namespace_labels(self.record, self.cluster, namespace)
+            if ns_labels is None:
+                return (f"the Prometheus's {ns_key} {dict(ns_selector)} selects namespaces by label, and "
+                        f"namespace {namespace} is not the plan's, so its labels are unknown")
+            if not selects(ns_selector, ns_labels):
+                return f"the Prometheus's {ns_key} {dict(ns_selector)} does not match namespace {namespace}"
+        return None
 
 
 def selection_problems(record: Record, release: Resource, values: Mapping[str, Any]) -> list[str]:
-    """What the release's Prometheus would not load of the plan's monitoring objects on its
-    cluster (`values`: the release's values coalesced over the chart's)."""
-    prometheus = values.get("prometheus") or {}
-    spec = prometheus.get("prometheusSpec") or {}
-    cluster = cluster_of(record, release)
-    name = str(release.inputs.get("name") or release.name)
+    """What the release's Prometheus would not load of the plan's PrometheusRules, PodMonitors,
+    ServiceMonitors and Probes on its cluster (the plan declares rules and PodMonitors; the
+    exporters' ServiceMonitors come from their own charts and are not the plan's objects)."""
+    loader = Loader.of(record, release, values)
     out: list[str] = []
     for res in record.resources:
         kind = api_kind(res)
         if kind is None or kind.group != GROUP or kind.kind not in SELECTORS:
             continue
-        if cluster_of(record, res) != cluster:
+        if cluster_of(record, res) != loader.cluster:
             continue
         meta = res.inputs.get("metadata") or {}
-        what = f"{kind.kind} {meta.get('namespace')}/{object_name(res)}"
-        if not truthy(prometheus.get("enabled")):
-            out.append(f"{what}: the release runs no Prometheus (prometheus.enabled is off)")
-            continue
-        if kind.kind == "PrometheusRule" and truthy(prometheus.get("agentMode")):
-            out.append(f"{what}: prometheus.agentMode runs a PrometheusAgent, which evaluates no rules")
-            continue
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-        selector = rendered_selector(spec, kind.kind, name)
-        if not selects(selector, labels):
-            key = SELECTORS[kind.kind][0]
-            out.append(f"{what} is not loaded: the Prometheus's {key} is "
-                       f"{'null (matches nothing)' if selector is None else dict(selector)} and the object's "
-                       f"labels are {labels}")
-            continue
-        ns_key = SELECTORS[kind.kind][2]
-        ns_selector = spec.get(ns_key) if truthy(spec.get(ns_key)) else {}
         ns = str(meta.get("namespace") or "default")
-        if not selects(ns_selector, _namespace_labels(record, cluster, ns)):
-            out.append(f"{what} is not loaded: the Prometheus's {ns_key} {dict(ns_selector)} does not "
-                       f"match namespace {ns}")
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        reason = loader.why_not(kind.kind, labels, ns)
+        if reason:
+            out.append(f"{kind.kind} {ns}/{object_name(res)} is not loaded: {reason}")
     return out
 
 
-__all__ = ["SELECTORS", "rendered_selector", "selection_problems", "selects"]
+__all__ = ["SELECTORS", "Loader", "rendered_selector", "selection_problems", "selects"]
