@@ -1,7 +1,8 @@
 """What fails the zone-loss sweep's last moments: requests killed in flight, or requests served
 late? The sweep (benchmarks/autoscaling.py) loses a zone every 300 s; a moment less than a cold
-start before the trace ends is judged on the requests that arrive before the end, so its window
-is cut short. This reruns the plan's zone loss at 2,700, 3,000 and 3,300 s of the conversation
+start before the trace ends would be judged on the requests that arrive before the end, its
+window cut short, which is why the sweep now takes only moments with a whole window left. This
+measured that reason: it reruns the plan's zone loss at 2,700, 3,000 and 3,300 s of the conversation
 trace for one model on several draws of the rate scaling (seed 0 is the autoscaling benchmark's)
 and reports, per moment, the requests judged, the bad ones and how many of those were in flight on
 the lost zone when it went (a number set by the load at that instant, not by the window).
