@@ -26,7 +26,7 @@ from typing import Any
 
 from rtip.chartfacts.rules import ChartAlert
 from rtip.deploycheck import am_matchers
-from rtip.deploycheck.graph import api_kind, cluster_of
+from rtip.deploycheck.graph import api_kind, cluster_of, string_map
 from rtip.deploycheck.monitor_select import Loader
 from rtip.offline import Record, Resource
 
@@ -35,7 +35,7 @@ JUDGED = ("alertname", "severity")
 
 def _rule_alerts(groups: Iterable[Any]) -> list[dict[str, str]]:
     return [{"alertname": str(rule["alert"]),
-             **{str(k): str(v) for k, v in (rule.get("labels") or {}).items()}}
+             **string_map(rule.get("labels"))}
             for group in groups or [] if isinstance(group, Mapping)
             for rule in group.get("rules") or [] if isinstance(rule, Mapping) and rule.get("alert")]
 
@@ -52,7 +52,7 @@ def plan_alerts(record: Record, cluster: Resource | None,
         if cluster_of(record, res) != cluster:
             continue
         meta = res.inputs.get("metadata") or {}
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        labels = string_map(meta.get("labels"))
         if loader and loader.why_not("PrometheusRule", labels, str(meta.get("namespace") or "default")):
             continue
         out += _rule_alerts((res.inputs.get("spec") or {}).get("groups"))
@@ -71,7 +71,7 @@ def release_alerts(values: Mapping[str, Any], loader: Loader | None = None) -> l
         if not isinstance(rule, Mapping):
             continue
         labels = {**(loader.chart_labels() if loader else {}),
-                  **{str(k): str(v) for k, v in (rule.get("additionalLabels") or {}).items()}}
+                  **string_map(rule.get("additionalLabels"))}
         if loader and loader.why_not("PrometheusRule", labels, loader.namespace):
             continue
         out += _rule_alerts(rule.get("groups"))
@@ -84,13 +84,16 @@ def fired_alerts(record: Record, loader: Loader,
     chart alert it does not fire, why)."""
     values = loader.values
     labels = {**loader.chart_labels(),
-              **{str(k): str(v) for k, v in ((values.get("defaultRules") or {}).get("labels") or {}).items()}}
+              **string_map((values.get("defaultRules") or {}).get("labels"))}
     unloaded = loader.why_not("PrometheusRule", labels, loader.namespace)
     chart = list(chart)
     rendered = [a.labels(values) for a in chart if a.renders(values)] if not unloaded else []
-    why_not = {a.alert: (a.why_not(values) if not a.renders(values) else "") or
-               f"its PrometheusRule is not loaded: {unloaded}" for a in chart
-               if unloaded or not a.renders(values)}
+    why_not: dict[str, str] = {}
+    for a in chart:
+        if not a.renders(values):
+            why_not[a.alert] = a.why_not(values)
+        elif unloaded:
+            why_not[a.alert] = f"its PrometheusRule is not loaded: {unloaded}"
     return [*plan_alerts(record, loader.cluster, loader), *release_alerts(values, loader), *rendered], why_not
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rtip.offline import Record, Resource
 
@@ -37,6 +39,11 @@ def api_kind(resource: Resource) -> ApiKind | None:
         return None
     group = "" if m.group(1) == "core" else m.group(1)
     return ApiKind(group, m.group(2), m.group(3))
+
+
+def string_map(value: Any) -> dict[str, str]:
+    """A labels-like map as strings ({} for anything else): labels, matchLabels, values maps."""
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
 def object_name(resource: Resource) -> str:
@@ -100,4 +107,5 @@ def _with_descendants(record: Record, index: dict[str, Resource], urn: str) -> l
     return found
 
 
-__all__ = ["CRD_TYPE", "HELM_RELEASE", "ApiKind", "api_kind", "cluster_of", "object_name", "waits_for"]
+__all__ = ["CRD_TYPE", "HELM_RELEASE", "ApiKind", "api_kind", "cluster_of", "object_name", "string_map",
+           "waits_for"]

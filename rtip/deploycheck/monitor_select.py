@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtip.chartfacts.rules import truthy
-from rtip.deploycheck.graph import api_kind, cluster_of, object_name
+from rtip.deploycheck.graph import api_kind, cluster_of, object_name, string_map
 from rtip.offline import Record, Resource
 
 GROUP = "monitoring.coreos.com"
@@ -72,7 +72,7 @@ def _namespace_labels(record: Record, cluster: Resource | None, namespace: str) 
         if kind and kind.kind == "Namespace" and kind.group == "" and object_name(res) == namespace \
                 and cluster_of(record, res) == cluster:
             labels = (res.inputs.get("metadata") or {}).get("labels") or {}
-            return {**{str(k): str(v) for k, v in labels.items()}, "kubernetes.io/metadata.name": namespace}
+            return {**string_map(labels), "kubernetes.io/metadata.name": namespace}
     return None
 
 
@@ -97,7 +97,7 @@ class Loader:
         """The labels the chart puts on the PrometheusRules it renders (`app` and the
         `kube-prometheus-stack.labels` helper: `release` among them, and `commonLabels`)."""
         app = str(self.values.get("nameOverride") or "kube-prometheus-stack")[:50]
-        common = {str(k): str(v) for k, v in (self.values.get("commonLabels") or {}).items()}
+        common = string_map(self.values.get("commonLabels"))
         return {"app": app, "app.kubernetes.io/instance": self.name, "app.kubernetes.io/part-of": app,
                 "release": self.name, **common}
 
@@ -153,7 +153,7 @@ def selection_problems(record: Record, release: Resource, values: Mapping[str, A
             continue
         meta = res.inputs.get("metadata") or {}
         ns = str(meta.get("namespace") or "default")
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        labels = string_map(meta.get("labels"))
         reason = loader.why_not(kind.kind, labels, ns)
         if reason:
             out.append(f"{kind.kind} {ns}/{object_name(res)} is not loaded: {reason}")
