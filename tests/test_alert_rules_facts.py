@@ -15,6 +15,7 @@ import pytest
 
 from rtip.chartfacts import rules
 from rtip.deploycheck import alert_match, alerts
+from rtip.deploycheck.findings import Severity
 from rtip.deploycheck.graph import cluster_of
 from rtip.offline import Record
 from serving import gateway_slo, slo_rules
@@ -149,7 +150,13 @@ def test_prod_routes_match_what_fires_and_a_rule_group_turned_off_is_found() -> 
 
 
 def test_a_route_is_checked_by_its_names_and_by_all_its_matchers() -> None:
-    problems = alert_match.route_problems
+    def problems(routes: list[dict], fired: list[dict], why_not: dict) -> list[str]:
+        return [m for _, m in alert_match.route_problems(routes, fired, why_not)]
+
+    def levels(route: dict, chart: frozenset = frozenset()) -> list[Severity]:
+        return [lv for lv, _ in alert_match.route_problems([route], fired, {}, chart)]
+
+    error, warning = Severity.ERROR, Severity.WARNING
     fired = [{"alertname": "Up", "severity": "page"}, {"alertname": "Down", "severity": "ticket"},
              {"alertname": "Up", "severity": "ticket"}]
     assert problems([{"receiver": "r", "matchers": ['alertname =~ "Up|Down"', 'severity = "ticket"']}],
@@ -179,6 +186,13 @@ def test_a_route_is_checked_by_its_names_and_by_all_its_matchers() -> None:
                       ('alertname = "Up', "unterminated")):
         (found,) = problems([{"receiver": "r", "matchers": [bad]}], fired, {})
         assert found.startswith("route to 'r': matcher") and said in found
+    # A dead name among live ones is a warning (no alert is lost); an error where the name is a
+    # chart alert the plan relies on, or where the route then matches nothing it could rely on.
+    page = {"receiver": "r", "matchers": ['alertname =~ "Up|Gone"']}
+    assert levels(page) == [warning] and levels(page, frozenset({"Gone"})) == [error]
+    dead = {"receiver": "r", "matchers": ['alertname = "Gone"']}
+    assert levels(dead) == [warning, warning] and levels(dead, frozenset({"Gone"})) == [error, error]
+    assert levels({"receiver": "r", "matchers": ['severity = "critical"']}) == [error]
 
 
 def test_the_values_turn_chart_alerts_off_and_add_alerts_as_helm_reads_them() -> None:

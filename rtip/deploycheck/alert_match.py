@@ -21,11 +21,12 @@ either: a route naming one would be reported, and none of the plan's does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
 from rtip.chartfacts.rules import ChartAlert
 from rtip.deploycheck import am_matchers
+from rtip.deploycheck.findings import Severity
 from rtip.deploycheck.graph import api_kind, cluster_of, string_map
 from rtip.deploycheck.monitor_select import Loader
 from rtip.offline import Record, Resource
@@ -98,10 +99,14 @@ def fired_alerts(record: Record, loader: Loader,
 
 
 def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
-                   why_not: Mapping[str, str]) -> list[str]:
+                   why_not: Mapping[str, str], chart_names: Set[str] = frozenset()
+                   ) -> list[tuple[Severity, str]]:
     """What is wrong with `routes` (and their child routes, which match only what their parent
-    does) given the alerts the cluster fires."""
-    out: list[str] = []
+    does) given the alerts the cluster fires. An error where a chart alert the plan relies on
+    (`chart_names`: the chart's default alerts) never fires, or a route matches nothing it could
+    rely on; a warning for a dead name among live ones, such as a gateway alert on a cluster that
+    serves no tenant, which loses no alert."""
+    out: list[tuple[Severity, str]] = []
     names = {a["alertname"] for a in fired}
 
     def walk(route: Mapping[str, Any], inherited: list[am_matchers.Matcher]) -> None:
@@ -109,24 +114,28 @@ def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
         try:
             own = am_matchers.of_route(route)
         except ValueError as err:
-            out.append(f"route to {receiver!r}: {err}")
+            out.append((Severity.ERROR, f"route to {receiver!r}: {err}"))
             return
         where = f"route to {receiver!r} ({', '.join(str(m) for m in own)})"
         judged = [m for m in [*inherited, *own] if m.name in JUDGED]
         rest = [m for m in judged if m.name != "alertname"]
-        for alert in (name for m in own for name in m.names() or []):
+        named = [name for m in own for name in m.names() or []]
+        for alert in named:
             if any(a["alertname"] == alert and all(m.matches(a) for m in rest) for a in fired):
                 continue
+            level = Severity.ERROR if alert in chart_names else Severity.WARNING
             if alert in names:
-                out.append(f"{where} names alert {alert}, which fires, but never with "
-                           f"{', '.join(str(m) for m in rest)}")
+                out.append((level, f"{where} names alert {alert}, which fires, but never with "
+                                   f"{', '.join(str(m) for m in rest)}"))
             else:
                 reason = why_not.get(alert)
-                out.append(f"{where} names alert {alert}, which no rule of the cluster fires" + (
+                out.append((level, f"{where} names alert {alert}, which no rule of the cluster fires" + (
                     f" (the chart's rule does not fire: {reason})" if reason else
-                    " (neither a PrometheusRule of the plan nor the chart's rules has it)"))
+                    " (neither a PrometheusRule of the plan nor the chart's rules has it)")))
         if judged and not any(all(m.matches(a) for m in judged) for a in fired):
-            out.append(f"{where} matches no alert a rule of the cluster fires")
+            relied = not named or any(n in chart_names for n in named)
+            out.append((Severity.ERROR if relied else Severity.WARNING,
+                        f"{where} matches no alert a rule of the cluster fires"))
         for child in route.get("routes") or []:
             walk(child, [*inherited, *own])
 

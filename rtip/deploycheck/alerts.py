@@ -31,7 +31,7 @@ from typing import Any
 from rtip import chartfacts
 from rtip.chartfacts import rules as chart_rules
 from rtip.deploycheck.alert_match import fired_alerts, route_problems
-from rtip.deploycheck.findings import Finding
+from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import HELM_RELEASE, cluster_of
 from rtip.deploycheck.monitor_select import Loader, selection_problems
 from rtip.offline import Record
@@ -84,20 +84,21 @@ def check_alerts(record: Record) -> list[Finding]:
         merged = facts.values(release.inputs.get("values") or {})
         cluster = cluster_of(record, release)
         where = f"release {release.name}{f' on cluster {cluster.name}' if cluster else ''}"
-        messages = problems(merged.get("alertmanager") or {},
-                            (facts.defaults.get("alertmanager") or {}).get("config") or {})
+        messages = [(Severity.ERROR, m) for m in problems(
+            merged.get("alertmanager") or {}, (facts.defaults.get("alertmanager") or {}).get("config") or {})]
         config = (merged.get("alertmanager") or {}).get("config") or {}
         routes = (config.get("route") or {}).get("routes") or []
         chart_alerts = chart_rules.for_chart(facts.folder, facts.version)
         if routes and chart_alerts is None:
-            messages.append(f"no vendored default-rule facts for {CHART} {facts.version}, so its routes "
-                            "cannot be checked: run python -m rtip.chartfacts.rules on the chart at its tag")
+            messages.append((Severity.ERROR, f"no vendored default-rule facts for {CHART} "
+                             f"{facts.version}, so its routes cannot be checked: run python -m "
+                             "rtip.chartfacts.rules on the chart at its tag"))
         elif routes:
             fired, why_not = fired_alerts(record, Loader.of(record, release, merged), chart_alerts or ())
-            messages += route_problems(routes, fired, why_not)
-        messages += selection_problems(record, release, merged)
-        for message in messages:
-            findings.append(Finding(CHECK, release.urn, f"{where}: {message}"))
+            messages += route_problems(routes, fired, why_not, {a.alert for a in chart_alerts or ()})
+        messages += [(Severity.ERROR, m) for m in selection_problems(record, release, merged)]
+        for severity, message in messages:
+            findings.append(Finding(CHECK, release.urn, f"{where}: {message}", severity))
     return findings
 
 
