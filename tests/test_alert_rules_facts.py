@@ -195,6 +195,29 @@ def test_a_route_is_checked_by_its_names_and_by_all_its_matchers() -> None:
     assert levels({"receiver": "r", "matchers": ['severity = "critical"']}) == [error]
 
 
+def test_a_route_every_alert_of_which_an_earlier_sibling_catches_is_found() -> None:
+    """Alertmanager delivers an alert to the first sibling route that matches it, and goes on only
+    past one that says `continue` (its routing tree; amtool checks prod's order)."""
+    fired = [{"alertname": "Up", "severity": "page"}, {"alertname": "Down", "severity": "page"}]
+    both = {"receiver": "a", "matchers": ['alertname =~ "Up|Down"']}
+    up = {"receiver": "b", "matchers": ['alertname = "Up"']}
+    (level, said), = alert_match.route_problems([both, up], fired, {})
+    assert level == Severity.WARNING and said == (
+        "route to 'b' (alertname = \"Up\") never receives an alert: every one it matches stops first "
+        "at the route to 'a' (no `continue`)")
+    assert alert_match.route_problems([both, up], fired, {}, frozenset({"Up"}))[0][0] == Severity.ERROR
+    assert alert_match.route_problems([{**both, "continue": True}, up], fired, {}) == []
+    assert alert_match.route_problems([up, both], fired, {}) == []  # Down still reaches 'a'
+    # A sibling with a matcher the check cannot judge (a cluster label) may not catch: not counted.
+    assert alert_match.route_problems([{**both, "matchers": [*both["matchers"], 'cluster = "x"']}, up],
+                                      fired, {}) == []
+    # A child route is tried only after its parent matched: siblings are counted per level.
+    parent = {"receiver": "p", "matchers": ['severity = "page"'], "routes": [both, up]}
+    assert [m for _, m in alert_match.route_problems([parent], fired, {})] == [
+        "route to 'b' (alertname = \"Up\") never receives an alert: every one it matches stops first "
+        "at the route to 'a' (no `continue`)"]
+
+
 def test_the_values_turn_chart_alerts_off_and_add_alerts_as_helm_reads_them() -> None:
     table = rules.for_chart("kube-prometheus-stack", "88.5.3")
     assert table is not None

@@ -109,17 +109,20 @@ def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
     out: list[tuple[Severity, str]] = []
     names = {a["alertname"] for a in fired}
 
-    def walk(route: Mapping[str, Any], inherited: list[am_matchers.Matcher]) -> None:
+    def one(route: Mapping[str, Any], inherited: list[am_matchers.Matcher],
+            earlier: list[tuple[str, list[am_matchers.Matcher]]]) -> list[am_matchers.Matcher] | None:
+        """Check one route; its matchers (None when unreadable or judged only in part)."""
         receiver = route.get("receiver")
         try:
             own = am_matchers.of_route(route)
         except ValueError as err:
             out.append((Severity.ERROR, f"route to {receiver!r}: {err}"))
-            return
+            return None
         where = f"route to {receiver!r} ({', '.join(str(m) for m in own)})"
         judged = [m for m in [*inherited, *own] if m.name in JUDGED]
         rest = [m for m in judged if m.name != "alertname"]
         named = [name for m in own for name in m.names() or []]
+        relied = not named or any(n in chart_names for n in named)
         for alert in named:
             if any(a["alertname"] == alert and all(m.matches(a) for m in rest) for a in fired):
                 continue
@@ -132,15 +135,32 @@ def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
                 out.append((level, f"{where} names alert {alert}, which no rule of the cluster fires" + (
                     f" (the chart's rule does not fire: {reason})" if reason else
                     " (neither a PrometheusRule of the plan nor the chart's rules has it)")))
-        if judged and not any(all(m.matches(a) for m in judged) for a in fired):
-            relied = not named or any(n in chart_names for n in named)
+        reached = [a for a in fired if all(m.matches(a) for m in judged)]
+        if judged and not reached:
             out.append((Severity.ERROR if relied else Severity.WARNING,
                         f"{where} matches no alert a rule of the cluster fires"))
-        for child in route.get("routes") or []:
-            walk(child, [*inherited, *own])
+        elif reached:
+            # Alertmanager stops at the first sibling that matches, unless it says `continue`.
+            first = [next((r for r, ms in earlier if all(m.matches(a) for m in ms)), None) for a in reached]
+            if all(first):
+                out.append((Severity.ERROR if relied else Severity.WARNING,
+                            f"{where} never receives an alert: every one it matches stops first at "
+                            f"the route to {', '.join(repr(r) for r in sorted(set(first)))} "
+                            "(no `continue`)"))
+        mine = [*inherited, *own]
+        walk(route.get("routes") or [], mine)
+        return mine if all(m.name in JUDGED for m in mine) else None
 
-    for route in routes:
-        walk(route, [])
+    def walk(routes: list[Mapping[str, Any]], inherited: list[am_matchers.Matcher]) -> None:
+        earlier: list[tuple[str, list[am_matchers.Matcher]]] = []
+        for route in routes:
+            mine = one(route, inherited, earlier)
+            # A sibling stops the search only without `continue`, and only where every one of its
+            # matchers can be judged here.
+            if mine is not None and not route.get("continue"):
+                earlier.append((str(route.get("receiver")), mine))
+
+    walk(routes, [])
     return out
 
 
