@@ -56,12 +56,12 @@ def miss_share(dep: Deployment, replicas: int, rate: float, seconds: float, mix:
     return float(1.0 - result.attained()[judged].mean())
 
 
-def row(dep: Deployment, trace_name: str, mix: tuple[int, int]) -> dict[str, object]:
+def row(dep: Deployment, trace_name: str, mix: tuple[int, int], seed: int = SEED) -> dict[str, object]:
     mp = dep.plan
     budget = 1 - 0.99 * dep.availability
     cold = mp.cold_start.total_s
     s = survivors(dep)
-    shares = {f: round(miss_share(dep, s, mp.capacity.qps * f, cold, mix), 4) for f in FACTORS}
+    shares = {f: round(miss_share(dep, s, mp.capacity.qps * f, cold, mix, seed), 4) for f in FACTORS}
     within = [f for f in FACTORS if shares[f] <= budget]
     return {"model": mp.model, "trace": trace_name, "tier": mp.tier, "slice": mp.slice.label,
             "sized_qps": round(mp.capacity.qps, 3), "survivors": s, "cold_start_s": round(cold),
@@ -72,6 +72,7 @@ def row(dep: Deployment, trace_name: str, mix: tuple[int, int]) -> dict[str, obj
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default="prod")
+    ap.add_argument("--seed", type=int, default=SEED, help="the request draw (the sizing's by default)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     config = load(args.stack)
@@ -83,14 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         mix = (round(float(trace.prompt_tokens.mean())), round(float(trace.output_tokens.mean())))
         plan, _ = bench.plan_for(config.platform, config.source, trace, name)
         for mp in select(plan, None):
-            r = row(deployment(plan, mp), name, mix)
+            r = row(deployment(plan, mp), name, mix, args.seed)
             out.append(r)
             shares = r["miss_share"]
             print(f"{r['model']:10} {name:5} {r['sized_qps']:>7.3f} {r['survivors']:>4} "
                   f"{r['error_budget']:>7.2%}  " + " ".join(f"{v:>7.2%}" for v in shares.values())  # type: ignore[attr-defined]
                   + f"  {r['highest_factor_within_budget']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"stack": args.stack, "factors": FACTORS, "rows": out}, indent=2) + "\n")
+    args.out.write_text(json.dumps({"stack": args.stack, "seed": args.seed, "factors": FACTORS, "rows": out},
+                                   indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
 
