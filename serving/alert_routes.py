@@ -41,7 +41,6 @@ T = TypeVar("T")
 # burn alerts at every severity BURN_ALERTS has, their absent pages at ABSENT_SEVERITY.
 BURN_NAMES = (slo_rules.ALERT, gateway_slo.ALERT)
 ABSENT_NAMES = (slo_rules.ABSENT_ALERT, gateway_slo.ABSENT_ALERT)
-SLO_ALERTS = (*BURN_NAMES, *ABSENT_NAMES)
 
 
 def slo_alerts(severity: str) -> tuple[str, ...]:
@@ -49,6 +48,8 @@ def slo_alerts(severity: str) -> tuple[str, ...]:
     deploy check finds a route naming an alert that never fires with the route's severity)."""
     return ((BURN_NAMES if severity in {a.severity for a in BURN_ALERTS} else ())
             + (ABSENT_NAMES if severity == ABSENT_SEVERITY else ()))
+
+
 RECEIVER_SECRET = "rtip-slo-alert-receivers"
 SECRETS_DIR = "/etc/alertmanager/secrets"
 SEVERITIES = ("page", "ticket")  # the SLO alerts'
@@ -125,6 +126,6 @@ def alertmanager_values(webhooks: list[str]) -> dict[str, Any]:
 
 
 __all__ = ["ABSENT_NAMES", "BURN_NAMES", "DELIVERY_ALERTS", "HEARTBEAT", "HEARTBEAT_TIMING",
-           "NULL_RECEIVER", "RECEIVER_SECRET", "REPEAT", "SECRETS_DIR", "SEVERITIES", "SLO_ALERTS",
+           "NULL_RECEIVER", "RECEIVER_SECRET", "REPEAT", "SECRETS_DIR", "SEVERITIES",
            "WATCHDOG_MATCHERS", "WATCHDOG_ROUTE", "WEBHOOKS", "alertmanager_values",
            "cluster_webhooks", "receiver", "slo_alerts"]

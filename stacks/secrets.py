@@ -80,8 +80,6 @@ def offline_placeholder(key: str) -> str:
     return f"[offline secret {key}]"
 
 
-
-
 def webhook_url_problem(url: str, networks: list[ipaddress.IPv4Network]) -> str | None:
     """Why Alertmanager could not post to `url` from a cluster in `networks`, or None. Names no
     part of the value: any of it may be the secret itself (a value without `//` parses with its
@@ -138,11 +136,5 @@ def webhook_problems(spec: StackSpec, reveal: Callable[[str], str | None]) -> li
     return problems
 
 
-__all__ = [
-        "SecretState",
-    "named_secrets",
-    "offline_placeholder",
-    "secret_problems",
-    "webhook_problems",
-    "webhook_url_problem",
-]
+__all__ = ["SecretState", "named_secrets", "offline_placeholder", "secret_problems", "webhook_problems",
+           "webhook_url_problem"]
