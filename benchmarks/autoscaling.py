@@ -77,7 +77,7 @@ from stacks.loader import SpecError  # noqa: E402
 from stacks.naming import MODELS_NAMESPACE  # noqa: E402
 from stacks.plan import Plan, load_plan  # noqa: E402
 from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
-from stacks.slo_check import busiest_minute, checklist, figures  # noqa: E402
+from stacks.slo_check import busiest_minute, checklist, figures, last_whole_window_start  # noqa: E402
 
 TRACES = {name: ROOT.parent / "shared" / "traces" / f"azure2023_AzureLLMInferenceTrace_{name}.csv"
           for name in ("conv", "code")}
@@ -183,7 +183,7 @@ def zone_loss_at_peak(dep: Deployment, trace: Trace, policy: str) -> dict[str, o
     cold start can follow before the trace ends, as the sweep's moments: the nearly flat hour of
     benchmarks/sustained_peak.py had its busiest minute at about 3,140 s of 3,600, which left
     some 460 s of a 752 s window to judge."""
-    latest = float(trace.arrival_s[-1]) - dep.plan.cold_start.total_s
+    latest = last_whole_window_start(trace.arrival_s, dep.plan.cold_start.total_s)
     if latest < trace.arrival_s[0]:  # no whole window in the trace: its item says it was cut
         latest = math.inf
     return zone_loss_at(dep, trace, policy, busiest_minute(trace.arrival_s, latest)[0])
@@ -204,8 +204,9 @@ def zone_loss_moments(trace: Trace, cold_s: float, every_s: float = ZONE_LOSS_EV
     run every bad request at 2,700, 3,000 and 3,300 s was in flight on the lost zone, yet the
     share at 3,300 s read 1.30 / 1.48 / 1.67 % on three draws (budget 1.5 %) over some 1,078
     requests, against some 4,680 in a whole window at 2,700 s (benchmarks/sweep_edge.py)."""
-    start, end = float(trace.arrival_s[0]), float(trace.arrival_s[-1])
-    return [float(t) for t in np.arange(start + every_s, end - cold_s + 1e-9, every_s)]
+    start = float(trace.arrival_s[0])
+    return [float(t) for t in np.arange(start + every_s, last_whole_window_start(trace.arrival_s, cold_s),
+                                        every_s)]
 
 
 def _zone_loss_job(job: tuple[Deployment, Trace, str, float]) -> dict[str, object]:

@@ -5,12 +5,12 @@ least-loaded router) under Poisson arrivals at f x the placement's sized rate fo
 (the time a replacement takes), request lengths with the Azure conversation trace's spread around
 the trace's means (as the sizing draws them). Reports, per factor, the share of requests that miss
 either target, and the highest factor of the grid whose share is within the checklist's error
-budget (1 - 0.99 x availability).
+budget (1 - percentile/100 x availability, stacks.slo_check.zone_loss_budget).
 
 The question it answers: is the sized rate (the tier's percentile under steady load, less a 7 %
 margin) a conservative figure that a fleet can exceed for a cold start while a zone is replaced,
 so that the zone surplus could be sized against the error budget instead? Prints one row per
-placement and writes benchmarks/results/overload.json.
+placement and writes benchmarks/results/overload.json (`--seed`: another draw of the requests).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from rtip.stackfile import load  # noqa: E402
 from serving.replica_sim import SEED, WARMUP_FRACTION, fleet_run, requests_like  # noqa: E402
 from serving.simulator import load_azure_2023  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
+from stacks.slo_check import zone_loss_budget  # noqa: E402
 
 FACTORS = (1.0, 1.1, 1.2, 1.4, 1.6)
 OUT = ROOT / "benchmarks" / "results" / "overload.json"
@@ -58,7 +59,7 @@ def miss_share(dep: Deployment, replicas: int, rate: float, seconds: float, mix:
 
 def row(dep: Deployment, trace_name: str, mix: tuple[int, int], seed: int = SEED) -> dict[str, object]:
     mp = dep.plan
-    budget = 1 - 0.99 * dep.availability
+    budget = zone_loss_budget(dep)
     cold = mp.cold_start.total_s
     s = survivors(dep)
     shares = {f: round(miss_share(dep, s, mp.capacity.qps * f, cold, mix, seed), 4) for f in FACTORS}

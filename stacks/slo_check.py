@@ -71,6 +71,19 @@ def tail(result: SimResult, mask: np.ndarray, q: float) -> tuple[float, float, i
     return t1, t2, n
 
 
+def zone_loss_budget(dep: Deployment) -> float:
+    """The share of the requests in a zone-loss window that may fail or miss a target: the latency
+    SLO's allowance and the availability's, 1 - percentile/100 x availability."""
+    return 1 - dep.percentile / 100 * dep.availability
+
+
+def last_whole_window_start(arrival_s: np.ndarray, window_s: float) -> float:
+    """The latest moment from which a `window_s` window ends by the trace's last arrival: a zone
+    lost later is judged on a window the trace's end cuts, where the requests killed in flight
+    weigh most (benchmarks/sweep_edge.py)."""
+    return float(arrival_s[-1]) - window_s + WHOLE_TOLERANCE_S
+
+
 def busiest_minute(arrival_s: np.ndarray, latest_start_s: float = math.inf) -> tuple[float, float]:
     """The minute from an arrival holding the most arrivals, starting no later than
     `latest_start_s` (its arrivals are counted whole either way)."""
@@ -235,7 +248,7 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
                                         "steady_samples": int(steady.sum())}))
 
     # 4. zone loss within the error budget
-    budget = 1 - q / 100 * dep.availability
+    budget = zone_loss_budget(dep)
     if zone_loss is None:
         items.append(Item("zone loss served within the error budget", "SKIP",
                           "no --zone-loss given", {"error_budget": _num(budget)}))
@@ -244,12 +257,10 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
         bad = int((judged & ~result.attained()).sum())
         n = int(judged.sum())
         share = bad / n if n else 0.0
-        # A window the trace's end cuts holds only its first requests, where those killed in
-        # flight with the zone weigh most: the share reads high (benchmarks/sweep_edge.py), so
-        # the item says so rather than passing it off as a whole window.
+        # A cut window's share reads high, so the item says so rather than pass it off as whole.
         seen = min(cold, max(0.0, float(trace.arrival_s[-1]) - zone_loss.at_s))
         cut = (f"; the trace ends {seen:.0f} s into that window, so only its first requests are "
-               "judged" if seen < cold - WHOLE_TOLERANCE_S else "")
+               "judged" if zone_loss.at_s > last_whole_window_start(trace.arrival_s, cold) else "")
         items.append(Item(
             "zone loss served within the error budget", "PASS" if share <= budget + 1e-12 else "FAIL",
             f"zone {_lost_zone(result, zone_loss)} lost at {zone_loss.at_s:g} s: {bad} of {n} requests "
@@ -262,4 +273,4 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
 
 
 __all__ = ["UTIL_TARGET", "Item", "autoscale_window_s", "busiest_minute", "checklist", "figures",
-           "latency_series", "scale_up_windows", "tail"]
+           "last_whole_window_start", "latency_series", "scale_up_windows", "tail", "zone_loss_budget"]
