@@ -230,6 +230,13 @@ def zone_loss_sweep(dep: Deployment, trace: Trace, policy: str,
             "worst": {k: worst[k] for k in ("at_s", "bad", "requests", "bad_share", "error_budget")}}
 
 
+def passes_checklist(row: dict[str, Any]) -> bool:
+    """A run that passes every item: the SLO over the run, the tail at the busiest minute, a zone
+    lost as it begins (`zone_loss`) and at every moment of the sweep (`zone_loss_any_moment`)."""
+    return bool(row["meets_slo"] and row["tail_at_peak"]["status"] == "PASS"
+                and row["zone_loss"]["status"] == "PASS" and row["zone_loss_any_moment"]["status"] == "PASS")
+
+
 def _start_fleet(dep: Deployment, trace: Trace, policy: str) -> FleetConfig:
     fleet = dep.fleet
     fixed = static_replicas(dep, policy)

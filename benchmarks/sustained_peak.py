@@ -46,7 +46,7 @@ import autoscaling as bench  # noqa: E402
 from rtip.stackfile import load  # noqa: E402
 from serving.simulator import Trace, diurnal, load_azure_2023  # noqa: E402
 from stacks.model_plan import ModelRegionPlan  # noqa: E402
-from stacks.simulation import deployment, select, trace_for  # noqa: E402
+from stacks.simulation import deployment, select  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "sustained_peak.json"
 OUT_BEYOND = ROOT / "benchmarks" / "results" / "sustained_peak_beyond.json"
@@ -68,12 +68,8 @@ def hour_for(mp: ModelRegionPlan, hour: Trace, beyond_peak: bool) -> tuple[Trace
     """`hour` scaled by rate so its busiest minute is the model's stated peak, or with
     `beyond_peak` that peak x (1 + the tier's burst headroom); and that factor."""
     over = 1 + mp.tier_spec.burst_headroom if beyond_peak else 1.0
-    return (trace_for(mp, hour) if over == 1.0 else hour.rate_scaled_to_peak(mp.peak_qps * over)), over
-
-
-def passes(row: dict[str, Any]) -> bool:
-    return bool(row["meets_slo"] and row["tail_at_peak"]["status"] == "PASS"
-                and row["zone_loss"]["status"] == "PASS" and row["zone_loss_any_moment"]["status"] == "PASS")
+    # The scaling stacks.simulation.trace_for does, to the chosen peak.
+    return hour.rate_scaled_to_peak(mp.peak_qps * over), over
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 row.update(bench.run(dep, trace, policy))
                 row["zone_loss"] = bench.zone_loss_at_peak(dep, trace, policy)
                 row["zone_loss_any_moment"] = bench.zone_loss_sweep(dep, trace, policy, pool)
-                row["passes_checklist"] = passes(row)
+                row["passes_checklist"] = bench.passes_checklist(row)
                 these.append(row)
                 z, s = row["zone_loss"], row["zone_loss_any_moment"]
                 print(f"{bench._line(row)}  {z['status']:>4} {z['bad_share']:>6.2%}  "

@@ -30,13 +30,13 @@ def test_the_peak_hour_holds_the_peak_rate_for_the_whole_hour() -> None:
 
 
 def test_a_policy_passes_only_when_every_item_does() -> None:
-    bench = _load("sustained_peak")
+    bench = _load("autoscaling")
     good = {"meets_slo": True, "tail_at_peak": {"status": "PASS"}, "zone_loss": {"status": "PASS"},
             "zone_loss_any_moment": {"status": "PASS"}}
-    assert bench.passes(good)
+    assert bench.passes_checklist(good)
     for key, bad in (("meets_slo", False), ("tail_at_peak", {"status": "FAIL"}),
                      ("zone_loss", {"status": "FAIL"}), ("zone_loss_any_moment", {"status": "FAIL"})):
-        assert not bench.passes({**good, key: bad})
+        assert not bench.passes_checklist({**good, key: bad})
 
 
 def test_the_sweep_edge_counts_in_flight_kills_among_the_bad(tmp_path) -> None:
