@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from rtip.chartfacts import rules
+from rtip.chartfacts.conditions import parse
 from rtip.deploycheck import alert_match, alerts
 from rtip.deploycheck.findings import Severity
 from rtip.deploycheck.graph import cluster_of
@@ -48,34 +49,38 @@ def test_the_alerts_the_routes_name_are_read_from_the_chart_templates_at_its_tag
     assert table is not None
     by = {(a.alert, a.severity): a for a in table}
     watchdog = by[("Watchdog", "none")]
-    assert (watchdog.file, watchdog.requires, watchdog.unless) == (
-        "general.rules.yaml", ("defaultRules.create", "defaultRules.rules.general"),
-        ("defaultRules.disabled.Watchdog",))
+
+    def value(path: str) -> list:
+        return ["value", path.split(".")]
+
+    def gate(group: str, name: str) -> list:
+        # The file's `if and .Values.defaultRules.create .Values.defaultRules.rules.<group>` and
+        # the alert's own `if not (.Values.defaultRules.disabled.<name> | default false)`.
+        return ["and", ["and", value("defaultRules.create"), value(f"defaultRules.rules.{group}")],
+                ["not", value(f"defaultRules.disabled.{name}")]]
+
+    assert (watchdog.file, watchdog.condition) == ("general.rules.yaml", gate("general", "Watchdog"))
     for name, severity in (("AlertmanagerFailedToSendAlerts", "warning"),
                            ("AlertmanagerClusterFailedToSendAlerts", "critical"),
                            ("AlertmanagerClusterFailedToSendAlerts", "warning")):
         a = by[(name, severity)]
-        assert (a.file, a.requires, a.unless) == (
-            "alertmanager.rules.yaml", ("defaultRules.create", "defaultRules.rules.alertmanager"),
-            (f"defaultRules.disabled.{name}",))
+        assert (a.file, a.condition) == ("alertmanager.rules.yaml", gate("alertmanager", name))
 
 
 def test_each_templates_gate_agrees_with_kinds_txt() -> None:
     """A second reading: shared/charts' KINDS.txt gives each rule template's `if`; every alert of
-    that template requires its positive `.Values` terms and is off by its negated ones."""
+    that template is rendered under it (its first conjunct), the Kubernetes version gate aside."""
     line = next(x for x in KINDS.read_text().splitlines() if " PrometheusRule " in x)
     gates = dict(re.findall(r"templates/prometheus/rules-1\.14/([\w.-]+\.yaml) \[if ([^\]]*)\]", line))
     table = rules.for_chart("kube-prometheus-stack", "88.5.3")
     assert table and {a.file for a in table} <= set(gates)
     for a in table:
-        gate = gates[a.file]
-        negated = set(re.findall(r"\(not \(\.Values\.([\w.]+) \| default false\)\)", gate))
-        positive = set(re.findall(r"\.Values\.([\w.]+)", gate)) - negated
-        assert positive <= set(a.requires) and negated <= set(a.unless), (a, gate)
+        gate = parse("if " + re.sub(r'\(semverCompare "[^"]*" \$kubeTargetVersion\) ', "", gates[a.file]))
+        assert gate[0] == "and" and a.condition[0] == "and" and a.condition[1] == gate, (a, gate)
 
 
-TEMPLATE = """\
-{{- if and (semverCompare ">=1.14.0-0" $v) .Values.defaultRules.create .Values.defaultRules.rules.x }}
+TEMPLATE = ('{{- if and (semverCompare ">=1.14.0-0" $kubeTargetVersion) .Values.defaultRules.create '
+            '.Values.defaultRules.rules.x }}\n') + """\
 spec:
   groups:
   - name: x.rules
@@ -100,13 +105,17 @@ spec:
 
 def test_the_template_reader_follows_nested_ifs_and_refuses_what_it_does_not_model() -> None:
     first, second = rules.read_template(TEMPLATE, "x.yaml")
-    assert first == rules.ChartAlert("First", "x.yaml", ("defaultRules.create", "defaultRules.rules.x"),
-                                     ("defaultRules.disabled.First",), "warning")
-    assert second == rules.ChartAlert("Second", "x.yaml", ("defaultRules.create", "defaultRules.rules.x",
-                                                            "kubeThing.enabled"), (), "critical")
+    file_gate = ["and", ["value", ["defaultRules", "create"]], ["value", ["defaultRules", "rules", "x"]]]
+    assert first == rules.ChartAlert("First", "x.yaml", ["and", file_gate, [
+        "not", ["value", ["defaultRules", "disabled", "First"]]]], "warning")
+    assert second == rules.ChartAlert("Second", "x.yaml", ["and", file_gate, [
+        "value", ["kubeThing", "enabled"]]], "critical")
     values = {"defaultRules": {"create": True, "rules": {"x": True}, "disabled": {"First": True}},
               "customRules": {"Second": {"severity": "page"}}, "kubeThing": {"enabled": True}}
-    assert not first.renders(values) and first.why_not(values) == "defaultRules.disabled.First is True"
+    assert not first.renders(values) and first.why_not(values) == (
+        "its template renders it only if (defaultRules.create and defaultRules.rules.x) and not "
+        "defaultRules.disabled.First (defaultRules.create is true, defaultRules.rules.x is true, "
+        "defaultRules.disabled.First is true)")
     assert second.renders(values) and second.labels(values) == {"alertname": "Second", "severity": "page"}
     severity = '        severity: {{ dig "Second" "severity" "critical" .Values.customRules }}\n'
     thing = "{{- if .Values.kubeThing.enabled }}"
@@ -114,7 +123,8 @@ def test_the_template_reader_follows_nested_ifs_and_refuses_what_it_does_not_mod
             (TEMPLATE.replace(f"{{{{- end }}}}\n{thing}", f"{{{{- else }}}}\n{thing}"), "`else`"),
             (TEMPLATE.replace(thing, "{{- range .Values.things }}"), "`range`"),
             (TEMPLATE.replace(severity, ""), "no severity"),
-            (TEMPLATE.rsplit("{{- end }}", 1)[0], "left open")):
+            (TEMPLATE.rsplit("{{- end }}", 1)[0], "left open"),
+            (TEMPLATE.replace(thing, '{{- if hasKey .Values "things" }}'), "outside the grammar")):
         with pytest.raises(ValueError, match=said):
             rules.read_template(broken, "x.yaml")
 
@@ -139,14 +149,14 @@ def test_prod_routes_match_what_fires_and_a_rule_group_turned_off_is_found() -> 
     found = [f.message for f in alerts.check_alerts(record)]
     assert len(found) == 6 and all(f.startswith(f"release {release.name} on cluster") for f in found)
     assert sum("names alert AlertmanagerFailedToSendAlerts" in f and
-               "defaultRules.rules.alertmanager is False" in f for f in found) == 2
+               "defaultRules.rules.alertmanager is false" in f for f in found) == 2
     assert sum("names alert AlertmanagerClusterFailedToSendAlerts" in f for f in found) == 2
     assert sum("matches no alert" in f for f in found) == 2
     # Watchdog disabled by name: its heartbeat route names it and matches nothing.
     record, _ = _with_values(lambda v: v.setdefault("defaultRules", {}).update(disabled={"Watchdog": True}))
     found = [f.message for f in alerts.check_alerts(record)]
     assert len(found) == 2 and all("'rtip-heartbeat'" in f for f in found)
-    assert "defaultRules.disabled.Watchdog is True" in found[0]
+    assert "defaultRules.disabled.Watchdog is true" in found[0]
 
 
 def test_a_route_is_checked_by_its_names_and_by_all_its_matchers() -> None:

@@ -131,6 +131,13 @@ def test_condition_parse_evaluate_describe() -> None:
     assert describe(parse("if or .Values.crds.enabled .Values.installCRDs")) == "crds.enabled or installCRDs"
     unknown = parse("if include \"x\" .")
     assert unknown[0] == "unknown" and evaluate(unknown, {}) is None
+    # `X | default false` is X's truth (Go: a falsy default changes none); a truthy default is not
+    # modelled. Go template truth: a non-empty string or map is true, an empty one false.
+    off = parse("if not (.Values.disabled.W | default false)")
+    assert off == ["not", ["value", ["disabled", "W"]]]
+    assert [evaluate(off, {"disabled": {"W": v}}) for v in (True, "true", 1, {"a": 1}, {}, "", None)] == [
+        False, False, False, False, True, True, True]
+    assert parse("if .Values.a | default true")[0] == "unknown"
 
 
 def test_default_values_pass_their_own_schema() -> None:

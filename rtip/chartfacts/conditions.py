@@ -4,7 +4,9 @@ A condition is a small JSON tree, written by the generator from the chart's own 
 `[if ...]` of a KINDS.txt line, a Chart.yaml dependency `condition`) and evaluated at check time
 against the release's values coalesced over the chart's defaults, the way Helm reads them:
 
-    ["value", [path...]]          Go template truthiness of .Values.<path> (missing is false)
+    ["value", [path...]]          Go template truthiness of .Values.<path> (missing is false);
+                                  `.Values.<path> | default false` reads the same (a falsy
+                                  default changes no truth value)
     ["lit", "text"]               a string literal (only as an `eq`/`ne` operand)
     ["and", c...] / ["or", c...]  / ["not", c]
     ["eq", a, b] / ["ne", a, b]
@@ -62,7 +64,12 @@ def _pipeline(tokens: list[str], prefix: tuple[str, ...]) -> tuple[Condition, li
         if head in ("and", "or") and len(args) >= 2:
             return [head, *args], rest
         raise Unparsed(head)
-    return _term(tokens, prefix)
+    term, rest = _term(tokens, prefix)
+    if rest[:2] == ["|", "default"]:
+        if rest[2:3] not in (["false"], ['""'], ["0"]):
+            raise Unparsed("default")
+        rest = rest[3:]
+    return term, rest
 
 
 def _term(tokens: list[str], prefix: tuple[str, ...]) -> tuple[Condition, list[str]]:
@@ -93,9 +100,9 @@ def lookup(values: Mapping[str, Any], path: list[str]) -> Any:
     return node
 
 
-def _truthy(value: Any) -> bool:
-    # Go template truth: false, 0, nil and empty strings and collections are false.
-    return value is not MISSING and bool(value)
+def truthy(value: Any) -> bool:
+    """Go template truth: false, 0, nil and empty strings and collections are false."""
+    return value is not MISSING and value is not None and bool(value)
 
 
 def evaluate(cond: Condition | None, values: Mapping[str, Any]) -> bool | None:
@@ -104,7 +111,7 @@ def evaluate(cond: Condition | None, values: Mapping[str, Any]) -> bool | None:
         return True
     op = cond[0]
     if op == "value":
-        return _truthy(lookup(values, cond[1]))
+        return truthy(lookup(values, cond[1]))
     if op == "chart":
         for path in cond[1:]:
             found = lookup(values, path)
@@ -188,4 +195,4 @@ def coalesce(defaults: Any, overrides: Any) -> Any:
 
 
 __all__ = ["MISSING", "Condition", "all_of", "chart_condition", "coalesce", "describe", "evaluate",
-           "lookup", "parse"]
+           "lookup", "parse", "truthy"]

@@ -10,11 +10,14 @@ alerts.py), and that needs the chart's rule templates, which shared/charts does 
     python -m rtip.chartfacts.rules CHART_DIR VERSION SOURCE
 
 reads `CHART_DIR/templates/prometheus/rules-1.14/*.yaml` (a checkout of the chart at its tag) and
-writes, for every `- alert:` line, the alert's name, its template, the values that must be set
-for the template to render it (every enclosing `if`: `requires` truthy, `unless` not true), and
-its severity (the default of `dig NAME "severity" DEFAULT .Values.customRules`, which a release
-may override). A template shape this reader does not model (`else`, `or` around an alert) stops
-it with an error rather than a wrong table.
+writes, for every `- alert:` line, the alert's name, its template, the condition under which the
+template renders it (every enclosing `if`, in the chart conditions' grammar: conditions.py, which
+evaluates it against a release's values as Helm would), and its severity (the default of
+`dig NAME "severity" DEFAULT .Values.customRules`, which a release may override). The rule
+templates' Kubernetes version gate (`semverCompare ">=1.14.0-0"` and `"<9.9.9-9"` on
+`$kubeTargetVersion`) holds on every cluster the toolkit builds and is left out. A template shape
+this reader does not model (`else`, an alert inside `range` or `with`, a condition outside the
+grammar) stops it with an error rather than a wrong table.
 """
 
 from __future__ import annotations
@@ -24,83 +27,71 @@ import json
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from rtip.chartfacts import ALERTS_SUFFIX, FACTS_DIR
+from rtip.chartfacts.conditions import MISSING, Condition, all_of, describe, evaluate, lookup, parse
 
 RULES_DIR = Path("templates/prometheus/rules-1.14")
 _ACTION = re.compile(r"^\{\{-?\s*(if|range|with|end|else)\b(.*?)-?\}\}$")
 _ALERT = re.compile(r"^\s*- alert:\s*(\S+)\s*$")
 _SEVERITY = re.compile(r'^\s*severity:\s*\{\{\s*dig\s+"([^"]+)"\s+"severity"\s+"([^"]+)"\s+'
                        r'\.Values\.customRules\s*\}\}\s*$')
-_OFF = r"\.Values\.([A-Za-z0-9_.]+)\s*\|\s*default false\)"
-_NEGATED = re.compile(rf"\(not \({_OFF}\)|^not \({_OFF}$")
-_VALUE = re.compile(r"\.Values\.([A-Za-z0-9_.]+)")
+_KUBE_VERSION = re.compile(r'\(semverCompare "[^"]*" \$kubeTargetVersion\)\s*')
 
 
 @dataclass(frozen=True)
 class ChartAlert:
     alert: str
     file: str
-    requires: tuple[str, ...]  # values paths that must be truthy
-    unless: tuple[str, ...]  # values paths that turn it off when true
+    condition: Condition | None  # conditions.py's grammar; None: rendered always
     severity: str  # the default; `customRules.<alert>.severity` overrides it
 
     def renders(self, values: Mapping[str, Any]) -> bool:
-        return (all(truthy(_get(values, p)) for p in self.requires)
-                and not any(truthy(_get(values, p)) for p in self.unless))
+        return evaluate(self.condition, values) is True
 
     def why_not(self, values: Mapping[str, Any]) -> str:
-        """The values that keep the template from rendering this alert ('' when it renders)."""
-        off = [f"{p} is {_get(values, p)!r}" for p in self.requires if not truthy(_get(values, p))]
-        off += [f"{p} is {_get(values, p)!r}" for p in self.unless if truthy(_get(values, p))]
-        return "; ".join(off)
+        """Why the template does not render this alert under `values`, in plain words."""
+        shown = ", ".join(f"{'.'.join(p)} is {_shown(lookup(values, p))}" for p in _paths(self.condition))
+        return f"its template renders it only if {describe(self.condition)} ({shown})"
 
     def labels(self, values: Mapping[str, Any]) -> dict[str, str]:
         """alertname and severity: sprig's `dig` gives the release's `customRules` value where the
         key is there, an empty one included (no severity label then), else the default."""
-        custom = _get(values, f"customRules.{self.alert}.severity")
-        severity = self.severity if custom is None else str(custom)
+        custom = lookup(values, ["customRules", self.alert, "severity"])
+        severity = self.severity if custom is MISSING or custom is None else str(custom)
         return {"alertname": self.alert, **({"severity": severity} if severity else {})}
 
 
-def truthy(value: Any) -> bool:
-    """Go template truth (`if`, `and`, `not`, sprig's `default`): false, 0, "", nil and empty
-    maps and lists are false; anything else is true."""
-    if isinstance(value, (bool, int, float, str, Mapping, list, tuple)):
-        return bool(value)
-    return value is not None
+def _paths(cond: Condition | None) -> list[list[str]]:
+    """The value paths a condition reads, in order."""
+    if not cond:
+        return []
+    if cond[0] == "value":
+        return [cond[1]]
+    return [p for c in cond[1:] if isinstance(c, list) for p in _paths(c)]
 
 
-def _get(values: Mapping[str, Any], path: str) -> Any:
-    node: Any = values
-    for key in path.split("."):
-        if not isinstance(node, Mapping) or key not in node:
-            return None
-        node = node[key]
-    return node
+def _shown(value: Any) -> str:
+    return "unset" if value is MISSING else json.dumps(value)
 
 
-def _condition(text: str, where: str) -> tuple[list[str], list[str]]:
-    """(requires, unless) of one `if` action's text."""
-    text = text.strip()
-    if text.startswith("or ") or " or " in f" {text} ":
-        raise ValueError(f"{where}: an `or` around an alert is not modelled: {text}")
-    unless = [a or b for a, b in _NEGATED.findall(text)]
-    rest = _NEGATED.sub("", text)
-    if re.search(r"\bnot\b", rest):
-        raise ValueError(f"{where}: a `not` of another shape is not modelled: {text}")
-    return [p for p in _VALUE.findall(rest)], unless
+def _condition(body: str, where: str) -> Condition:
+    """One `if` action's text in the conditions grammar; ValueError where it falls outside."""
+    cond = parse("if " + _KUBE_VERSION.sub("", body.strip()))
+    if cond[0] == "unknown":
+        raise ValueError(f"{where}: a condition outside the grammar: {body.strip()}")
+    return cond
 
 
 def read_template(text: str, name: str) -> list[ChartAlert]:
     """The alerts of one rule template (see the module docstring)."""
     stack: list[tuple[str, str]] = []  # (action, its text) for each open block
     out: list[ChartAlert] = []
-    pending: tuple[str, tuple[str, ...], tuple[str, ...]] | None = None
+    pending: tuple[str, Condition | None] | None = None
     for number, line in enumerate(text.splitlines(), 1):
         where = f"{name}:{number}"
         action = _ACTION.match(line.strip())
@@ -119,21 +110,16 @@ def read_template(text: str, name: str) -> list[ChartAlert]:
         if alert:
             if pending:
                 raise ValueError(f"{where}: alert {pending[0]} has no severity line")
-            requires: list[str] = []
-            unless: list[str] = []
-            for kind, body in stack:
+            for kind, _ in stack:
                 if kind != "if":
                     raise ValueError(f"{where}: an alert inside `{kind}` is not modelled")
-                r, u = _condition(body, where)
-                requires += r
-                unless += u
-            pending = (alert.group(1), tuple(dict.fromkeys(requires)), tuple(dict.fromkeys(unless)))
+            pending = (alert.group(1), all_of(*(_condition(body, where) for _, body in stack)))
             continue
         severity = _SEVERITY.match(line)
         if severity and pending:
             if severity.group(1) != pending[0]:
                 raise ValueError(f"{where}: severity of {severity.group(1)} under alert {pending[0]}")
-            out.append(ChartAlert(pending[0], name, pending[1], pending[2], severity.group(2)))
+            out.append(ChartAlert(pending[0], name, pending[1], severity.group(2)))
             pending = None
     if pending:
         raise ValueError(f"{name}: alert {pending[0]} has no severity line")
@@ -156,8 +142,7 @@ def for_chart(folder: str, version: str) -> tuple[ChartAlert, ...] | None:
     if not path.is_file():
         return None
     doc = json.loads(path.read_text())
-    return tuple(ChartAlert(a["alert"], a["file"], tuple(a["requires"]), tuple(a["unless"]), a["severity"])
-                 for a in doc["alerts"])
+    return tuple(ChartAlert(a["alert"], a["file"], a["condition"], a["severity"]) for a in doc["alerts"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rules: {err}", file=sys.stderr)
         return 2
     doc = {"chart": args.chart_dir.name, "version": args.version, "source": args.source,
-           "templates": str(RULES_DIR), "alerts": [a.__dict__ for a in alerts]}
+           "templates": str(RULES_DIR), "alerts": [asdict(a) for a in alerts]}
     path = args.out / f"{args.chart_dir.name}@{args.version}{ALERTS_SUFFIX}"
     rows = ",\n".join(f"  {json.dumps(a, sort_keys=True)}" for a in doc.pop("alerts"))
     path.write_text(json.dumps(doc, sort_keys=True)[:-1] + f', "alerts": [\n{rows}\n]}}\n')

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rtip.chartfacts.rules import truthy
+from rtip.chartfacts.conditions import truthy
 from rtip.deploycheck.graph import api_kind, cluster_of, object_name, string_map
 from rtip.offline import Record, Resource
 
