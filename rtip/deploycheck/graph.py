@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,13 @@ def api_kind(resource: Resource) -> ApiKind | None:
         return None
     group = "" if m.group(1) == "core" else m.group(1)
     return ApiKind(group, m.group(2), m.group(3))
+
+
+# Kubernetes' label-selector and node-selector operators: the label's value (None when the object
+# lacks it) against the expression's values.
+LABEL_OPERATORS: dict[str, Callable[[str | None, list[str]], bool]] = {
+    "In": lambda have, values: have in values, "NotIn": lambda have, values: have not in values,
+    "Exists": lambda have, values: have is not None, "DoesNotExist": lambda have, values: have is None}
 
 
 def string_map(value: Any) -> dict[str, str]:
@@ -107,5 +114,5 @@ def _with_descendants(record: Record, index: dict[str, Resource], urn: str) -> l
     return found
 
 
-__all__ = ["CRD_TYPE", "HELM_RELEASE", "ApiKind", "api_kind", "cluster_of", "object_name", "string_map",
-           "waits_for"]
+__all__ = ["CRD_TYPE", "HELM_RELEASE", "LABEL_OPERATORS", "ApiKind", "api_kind", "cluster_of",
+           "object_name", "string_map", "waits_for"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtip.chartfacts.conditions import truthy
-from rtip.deploycheck.graph import api_kind, cluster_of, object_name, string_map
+from rtip.deploycheck.graph import LABEL_OPERATORS, api_kind, cluster_of, object_name, string_map
 from rtip.offline import Record, Resource
 
 GROUP = "monitoring.coreos.com"
@@ -55,11 +55,8 @@ def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bo
     if any(labels.get(k) != str(v) for k, v in (selector.get("matchLabels") or {}).items()):
         return False
     for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
-        have = labels.get(key)
-        ok = {"In": have in values, "NotIn": have not in values, "Exists": key in labels,
-              "DoesNotExist": key not in labels}.get(op)
-        if not ok:
+        test = LABEL_OPERATORS.get(str(expr.get("operator")))
+        if test is None or not test(labels.get(expr.get("key")), [str(v) for v in expr.get("values") or []]):
             return False
     return True
 

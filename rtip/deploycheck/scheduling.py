@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtip.deploycheck.findings import Finding
-from rtip.deploycheck.graph import cluster_of, object_name
+from rtip.deploycheck.graph import LABEL_OPERATORS, cluster_of, object_name
 from rtip.deploycheck.nodes import AUTO_LABEL_PREFIXES, NodeShape, Taint, cluster_nodes
 from rtip.offline import Record, Resource
 
@@ -117,8 +117,7 @@ def _affinity_ok(labels: dict[str, str], affinity: Any) -> bool:
                             "nodeSelectorTerms"))
     if not terms:
         return True
-    ops = {"In": lambda v, vals: v in vals, "NotIn": lambda v, vals: v not in vals,
-           "Exists": lambda v, vals: v is not None, "DoesNotExist": lambda v, vals: v is None}
+    ops = LABEL_OPERATORS  # Gt and Lt (numeric) are read as Exists: not decided here
     return any(all(_label_ok(labels, e["key"], lambda v, e=e: ops.get(e["operator"], ops["Exists"])(
         v, e.get("values") or [])) for e in term.get("matchExpressions") or []) for term in terms)
 
