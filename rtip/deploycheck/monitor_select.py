@@ -23,6 +23,7 @@ from typing import Any
 from rtip.chartfacts.conditions import truthy
 from rtip.deploycheck.graph import LABEL_OPERATORS, api_kind, cluster_of, object_name, string_map
 from rtip.offline import Record, Resource
+from serving.netpol import NS_LABEL
 
 GROUP = "monitoring.coreos.com"
 # kind: (selector, its NilUsesHelmValues switch, namespace selector)
@@ -62,14 +63,14 @@ def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bo
 
 
 def _namespace_labels(record: Record, cluster: Resource | None, namespace: str) -> dict[str, str] | None:
-    """The namespace's labels as the API server holds them (it adds kubernetes.io/metadata.name);
+    """The namespace's labels as the API server holds them (it adds NS_LABEL, its name);
     None for a namespace the plan does not declare, whose labels it cannot know."""
     for res in record.resources:
         kind = api_kind(res)
         if kind and kind.kind == "Namespace" and kind.group == "" and object_name(res) == namespace \
                 and cluster_of(record, res) == cluster:
             labels = (res.inputs.get("metadata") or {}).get("labels") or {}
-            return {**string_map(labels), "kubernetes.io/metadata.name": namespace}
+            return {**string_map(labels), NS_LABEL: namespace}
     return None
 
 
