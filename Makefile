@@ -3,17 +3,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV ?= .venv-checkov
-# promtool and amtool for the tests (FACTS.md section 8): Debian's prometheus and
-# prometheus-alertmanager packages, unpacked here, never installed system-wide. The one pin of each.
-PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
-ALERTMANAGER_DEB := 0.25.0-1+b4
+# promtool and amtool for the tests (FACTS.md section 8): Debian packages pinned with their sums
+# in tools.lock, fetched and unpacked into $(TOOLS) by scripts/debian_tools.py.
 TOOLS ?= .tools
-PROMTOOL := $(TOOLS)/prometheus-$(PROMETHEUS_DEB)/usr/bin/promtool
-AMTOOL := $(TOOLS)/prometheus-alertmanager-$(ALERTMANAGER_DEB)/usr/bin/amtool
-# $(call unpack,package,version): download one Debian package and unpack it under $(TOOLS).
-unpack = mkdir -p $(TOOLS)/deb && cd $(TOOLS)/deb && (apt-get download -q $(1)=$(2) \
-	|| (apt-get update -qq && apt-get download -q $(1)=$(2))) && cd - >/dev/null \
-	&& dpkg-deb -x $(TOOLS)/deb/$(1)_$(subst :,%3a,$(2))_*.deb $(TOOLS)/$(1)-$(2)
+PROMTOOL := $(TOOLS)/promtool/usr/bin/promtool
+AMTOOL := $(TOOLS)/prometheus-alertmanager/usr/bin/amtool
 STACK ?= dev
 
 .PHONY: plan test lint bench clean
@@ -29,13 +23,10 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.lock
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.lock
 	touch $@
 
-$(PROMTOOL):
-	$(call unpack,prometheus,$(PROMETHEUS_DEB))
-	$(PROMTOOL) --version >/dev/null
-
-$(AMTOOL):
-	$(call unpack,prometheus-alertmanager,$(ALERTMANAGER_DEB))
-	$(AMTOOL) --version >/dev/null
+$(TOOLS)/.installed: tools.lock scripts/debian_tools.py
+	python3 scripts/debian_tools.py --lock tools.lock --into $(TOOLS)
+	$(PROMTOOL) --version >/dev/null && $(AMTOOL) --version >/dev/null
+	touch $@
 
 plan: $(VENV)/.installed
 	$(VENV)/bin/rtip plan $(STACK)
@@ -43,7 +34,7 @@ plan: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
-test: lint $(CHECKOV_VENV)/.installed $(PROMTOOL) $(AMTOOL)
+test: lint $(CHECKOV_VENV)/.installed $(TOOLS)/.installed
 	RTIP_CHECKOV=$(CHECKOV_VENV)/bin/checkov RTIP_PROMTOOL=$(PROMTOOL) RTIP_AMTOOL=$(AMTOOL) $(PY) -m pytest
 
 bench: $(VENV)/.installed

@@ -1,7 +1,9 @@
-"""Prometheus's own promtool (Debian package `prometheus`, FACTS.md section 8) for the tests:
+"""Prometheus's own promtool (Debian package `promtool`, FACTS.md section 8) for the tests:
 `check rules` parses rule files with Prometheus's parser, `test rules` evaluates rules and
-queries over given series with Prometheus's engine. `make test` unpacks it and sets RTIP_PROMTOOL;
-likewise Alertmanager's amtool (package `prometheus-alertmanager`, RTIP_AMTOOL).
+queries over given series with Prometheus's engine. `make test` unpacks the version tools.lock
+pins (3.5: Prometheus 3's engine, as the chart's v3.14 runs) and sets RTIP_PROMTOOL; likewise
+Alertmanager's amtool (package `prometheus-alertmanager`, 0.33 beside the chart's v0.34,
+RTIP_AMTOOL).
 """
 
 from __future__ import annotations
@@ -23,20 +25,20 @@ _FAILED = re.compile(r'expr: ("(?:[^"\\]|\\.)*"), time: (\S+),\n\s+exp: .*\n\s+g
 _SAMPLE = re.compile(r"(\{[^}]*\}) (\S+?)(?:,|$)")
 
 
-def binary(name: str = "promtool", env: str = "RTIP_PROMTOOL") -> Path:
+def binary(name: str = "promtool", env: str = "RTIP_PROMTOOL", package: str = "promtool") -> Path:
     given = os.environ.get(env)
     # Absolute: the tools run in a scratch folder, where a relative path would not resolve.
-    unpacked = sorted(PROJECT_DIR.glob(f".tools/prometheus*/usr/bin/{name}"))
-    found = [Path(given).resolve()] if given else unpacked
-    if not found or not found[-1].exists():
-        pytest.fail(f"{name} not found: run `make test`, which unpacks Debian's packages into .tools/ "
+    found = Path(given).resolve() if given else PROJECT_DIR / ".tools" / package / "usr" / "bin" / name
+    if not found.exists():
+        pytest.fail(f"{name} not found: run `make test`, which unpacks tools.lock's packages into .tools/ "
                     f"and sets {env}")
-    return found[-1]
+    return found
 
 
 def amtool(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(binary("amtool", "RTIP_AMTOOL")), *args], cwd=cwd, capture_output=True,
-                          text=True, check=False, timeout=120)
+    tool = binary("amtool", "RTIP_AMTOOL", "prometheus-alertmanager")
+    return subprocess.run([str(tool), *args], cwd=cwd, capture_output=True, text=True, check=False,
+                          timeout=120)
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

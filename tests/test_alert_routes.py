@@ -45,16 +45,10 @@ def _alertmanager_config(stack: str) -> dict[str, Any]:
 
 
 def _route(config: dict[str, Any], folder: Path, labels: dict[str, str]) -> str:
-    """The receiver amtool routes an alert with `labels` to. amtool 0.25 (Debian's) predates
-    webhook `url_file` (Alertmanager 0.26), so receivers read from files are given a URL in the
-    copy it checks: routing does not look at a receiver's body."""
-    checked = copy.deepcopy(config)
-    for r in checked.get("receivers", []):
-        for hook in r.get("webhook_configs", []):
-            if hook.pop("url_file", None) is not None:
-                hook["url"] = "https://hooks.invalid/slo"
+    """The receiver amtool routes an alert with `labels` to, once `check-config` has read the
+    configuration as it is (webhooks reading their URL from a file included)."""
     path = folder / "alertmanager.yaml"
-    path.write_text(yaml.safe_dump(checked))
+    path.write_text(yaml.safe_dump(config))
     done = promtool.amtool(["check-config", path.name], folder)
     assert done.returncode == 0, done.stdout + done.stderr
     done = promtool.amtool(["config", "routes", "test", "--config.file", path.name,
@@ -84,6 +78,26 @@ def test_prod_pages_and_tickets_reach_their_webhooks_and_nothing_else_changes(tm
     assert _route(config, tmp_path, {"alertname": "KubePodCrashLooping", "severity": "warning"}) == "null"
     chart = yaml.safe_load(CHART_VALUES.read_text())["alertmanager"]["config"]
     assert config["inhibit_rules"] == chart["inhibit_rules"] and config["route"]["receiver"] == "null"
+
+
+def test_amtool_reads_the_webhook_bodies_it_passes(tmp_path: Path) -> None:
+    """The check above reads each receiver's webhook as emitted: the same config with a webhook
+    naming both a URL and a URL file, or neither, is refused (Alertmanager's config.go takes
+    exactly one), so a receiver amtool could not load would fail the test, not pass unread."""
+    config = _alertmanager_config("prod")
+    path = tmp_path / "alertmanager.yaml"
+    for both in (True, False):
+        broken = copy.deepcopy(config)
+        (hook,) = next(r for r in broken["receivers"] if r["name"] == "rtip-slo-page")["webhook_configs"]
+        if both:
+            hook["url"] = "https://hooks.invalid/slo"
+        else:
+            del hook["url_file"]
+        path.write_text(yaml.safe_dump(broken))
+        done = promtool.amtool(["check-config", path.name], tmp_path)
+        said = done.stdout + done.stderr
+        why = "at most one of url" if both else "one of url or url_file"
+        assert done.returncode != 0 and why in said, said
 
 
 def test_without_webhooks_the_alerts_notify_no_one(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """The simulated PromQL's subqueries, `deriv` and `predict_linear` against Prometheus's own engine
-(promtool 2.42's `test rules`) over the same series, and the subquery memo against evaluation
-without it.
+(promtool 3.5's `test rules`, tools.lock) over the same series, and the subquery memo against
+evaluation without it.
 
-promtool 2.42 takes a range's left edge as closed, Prometheus 3 (and the simulator) as open, so
-the comparisons keep every edge off the samples: evaluation times off the 15 s grid, and the rate
-window 61 s, so a subquery step (a multiple of 15 s) less 61 s never lands on a sample.
+Most comparisons keep every window's edges off the samples (evaluation times off the 15 s grid, a
+61 s rate window, so a subquery step less 61 s never lands on a sample), where Prometheus 2 and 3
+agree; one compares on the grid, where the simulator polls and where only Prometheus 3's
+left-open windows give its answers.
 """
 
 from __future__ import annotations
@@ -85,6 +86,39 @@ def test_subqueries_deriv_and_predict_linear_agree_with_prometheus(tmp_path: Pat
             assert value == pytest.approx(expected[_labels(key)], rel=1e-9, abs=1e-9), (query, at)
             nonzero += value != 0
     assert nonzero > len(pairs) // 2  # the series move: a query of zeros would prove little
+
+
+# On the scrape grid, with windows of whole scrape intervals: every window's left edge is a sample.
+GRID_QUERIES = [
+    "sum(rate(req_total[1m]))",
+    "max_over_time(queue[2m])",
+    "avg_over_time(sum(rate(req_total[1m]))[5m:15s])",
+    "deriv(queue[3m])",
+]
+GRID_TIMES = ["7m", "10m", "12m45s", "20m", "31m"]
+
+
+def test_on_the_scrape_grid_windows_leave_out_their_left_edge_as_prometheus_3s_do(tmp_path: Path) -> None:
+    """The simulator polls on the scrape grid, where a window's left edge holds a sample: Prometheus
+    3 leaves it out (promql/engine.go, a range selects (t - range, t]) and the simulator with it;
+    Prometheus 2 (and promtool 2.42, which these tests ran before) counted it. The same queries with
+    the edge counted (each window 1 s longer) give other values at some of these times (5 of the
+    20 here: a counter rising steadily has one rate either way), so this comparison tells the two
+    readings apart: promtool 2.42 fails it."""
+    pairs = [(q, t) for q in GRID_QUERIES for t in GRID_TIMES]
+    want = promtool.evaluate(SERIES, pairs, tmp_path, interval="15s")
+    full = store()
+    edge_counts = 0
+    for (query, at), expected in zip(pairs, want, strict=True):
+        got = evaluate(query, full, _seconds(at))
+        assert isinstance(got, dict) and {_labels(k) for k in got} == set(expected), (query, at, got)
+        for key, value in got.items():
+            assert value == pytest.approx(expected[_labels(key)], rel=1e-9, abs=1e-9), (query, at)
+        closed = evaluate(query.replace("[1m]", "[61s]").replace("[2m]", "[121s]").replace("[3m]", "[181s]"),
+                          full, _seconds(at))
+        assert isinstance(closed, dict)
+        edge_counts += any(closed[k] != pytest.approx(v, rel=1e-9, abs=1e-9) for k, v in got.items())
+    assert edge_counts > 0
 
 
 def test_the_memo_of_past_steps_gives_what_a_fresh_store_gives() -> None:
