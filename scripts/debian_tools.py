@@ -65,7 +65,7 @@ def _download(url: str, to: Path) -> None:
     raise SystemExit(f"{url}: download failed: {last}")
 
 
-def fetch(pin: Pin, into: Path) -> Path:
+def fetch(pin: Pin, into: Path, mirror: str = MIRROR) -> Path:
     """The folder `pin` is unpacked in, fetched and unpacked unless it already holds that pin."""
     dest = into / pin.package
     stamp = f"{pin.version} {pin.sha256}\n"
@@ -74,7 +74,7 @@ def fetch(pin: Pin, into: Path) -> Path:
     into.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=into) as scratch:
         deb = Path(scratch) / Path(pin.path).name
-        _download(MIRROR + pin.path, deb)
+        _download(mirror + pin.path, deb)
         digest = hashlib.sha256(deb.read_bytes()).hexdigest()
         if digest != pin.sha256:
             raise SystemExit(f"{pin.package} {pin.version}: SHA-256 {digest}, tools.lock pins {pin.sha256}")
