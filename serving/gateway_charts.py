@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from serving import failover
 from serving._model_pod import VLLM_PORT
 from serving.deployments import MODEL_LABEL
 from serving.gateway import (
@@ -251,6 +252,10 @@ def inference_pool_values(model: str, images: Images, replicas: int) -> dict[str
             # Smaller than the chart's scale-test default (4 CPU, 8 GiB) for one model's pool;
             # memory limit kept so a leak cannot take the node.
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+            # The chart's scorers behind a filter that drops an endpoint whose metrics stopped
+            # coming: a lost zone's pods leave the picks in 2 s, not the 50-55 s until the API
+            # marks them NotReady (serving/failover.py).
+            **failover.picker_values(),
         },
         "provider": {"name": "none"},
     }

@@ -14,7 +14,9 @@ import stacks). Per `ModelRegionPlan`:
 - fleet: the pool's zones; `min_replicas` running at t = 0 (the Deployment starts at KEDA's
   minimum), on as many nodes per zone as the topology spread needs; slots per node from the
   slice (GPUs per node x slices of this kind per GPU / TP); the plan's cold-start budget; an
-  empty node kept as long as the cluster's node autoscaler keeps it (`empty_node_ttl_s`).
+  empty node kept as long as the cluster's node autoscaler keeps it (`empty_node_ttl_s`); a lost
+  zone's pods picked, counted and replaced as the endpoint picker's configuration and
+  Kubernetes' defaults have it (`serving.failover`).
 - autoscaler: `KedaAutoscaler(plan.autoscaling.scaled_object_spec(...))`, the very dict the
   ScaledObject manifest carries (`serving.deployments.scaled_object`); the simulated Prometheus
   labels the metrics with the served model name and the models namespace, as the query expects.
@@ -34,6 +36,7 @@ from typing import Any
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.deployments import predictor_deployment
+from serving.failover import failover, picker_values
 from serving.hardware import Cloud
 from serving.karpenter import consolidate_after_s
 from serving.models import CATALOG
@@ -124,6 +127,9 @@ class Deployment:
             "min_replicas": self.plan.min_replicas, "max_replicas": self.plan.max_replicas,
             "cold_start_s": {"full": self.fleet.cold_start.full_s, "warm": self.fleet.cold_start.warm_s,
                              "node_ready": self.fleet.cold_start.node_ready_s},
+            "zone_loss_s": {"routed_until": self.fleet.failover.route_s,
+                            "not_ready": self.fleet.failover.not_ready_s,
+                            "replaced_from": self.fleet.failover.evict_s},
             "keda_threshold": self.plan.autoscaling.threshold,
             "keda_polling_s": self.plan.autoscaling.polling_interval_s,
             "targets": {"ttft_s": self.targets.ttft_s, "tpot_s": self.targets.tpot_s,
@@ -171,7 +177,11 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     fleet = FleetConfig(zones=zones, initial_replicas=mp.min_replicas, slots_per_node=slots,
                         gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
                         initial_nodes=len(zones) * math.ceil(per_zone / slots),
-                        node_empty_ttl_s=empty_node_ttl_s(plan, mp))
+                        node_empty_ttl_s=empty_node_ttl_s(plan, mp),
+                        # The picker as the inferencepool release configures it; the predictor
+                        # tolerates only its pool's own taints (serving/_model_pod.tolerations),
+                        # none of the unreachable taint, so Kubernetes' default applies.
+                        failover=failover(picker_values(), []))
     tier = mp.tier_spec
     return Deployment(
         plan=mp, engine=engine, fleet=fleet,

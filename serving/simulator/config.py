@@ -149,6 +149,36 @@ class ColdStartSpec:
 
 
 @dataclass(frozen=True)
+class Failover:
+    """How long a lost zone's replicas linger after the zone goes (seconds from the loss). All
+    zero: gone at once, replaced at once (a test's idealisation). serving/failover.py derives
+    the real figures from what the plan emits and Kubernetes' defaults.
+
+    - `route_s`: the router still picks a lost replica until then, and each request it sends
+      there fails (its pod's address no longer answers);
+    - `not_ready_s`: the API marks the lost pods NotReady then (node lifecycle controller), and
+      the ReplicaSet deletes NotReady pods first on a scale-in;
+    - `evict_s`: the first lost node's pods are deleted then (the unreachable taint's toleration
+      runs out), `evict_every_s` later for each further node of the zone (the node eviction rate):
+      until its pod is deleted, a lost replica still counts for the ReplicaSet, which replaces it
+      only then.
+    """
+
+    route_s: float = 0.0
+    not_ready_s: float = 0.0
+    evict_s: float = 0.0
+    evict_every_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if min(self.route_s, self.not_ready_s, self.evict_s, self.evict_every_s) < 0:
+            raise ValueError(f"Failover expects non-negative seconds, got {self}")
+
+    @property
+    def instant(self) -> bool:
+        return self.route_s == self.evict_s == self.not_ready_s == 0
+
+
+@dataclass(frozen=True)
 class FleetConfig:
     """Nodes, zones and the starting replicas of one model in one region."""
 
@@ -160,6 +190,7 @@ class FleetConfig:
     initial_nodes: int | None = None  # None: just enough for the initial replicas
     node_empty_ttl_s: float = 300.0  # Karpenter consolidates an empty GPU node after 300 s (FACTS 9)
     drain: bool = True  # a replica scaled in finishes its in-flight requests before it goes
+    failover: Failover = field(default_factory=Failover)  # how long a lost zone's replicas linger
 
     def __post_init__(self) -> None:
         if not self.zones or len(set(self.zones)) != len(self.zones):

@@ -16,8 +16,13 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   node late. A ready replica being removed stops getting requests and, with `drain`, finishes what
   it holds before it goes.
 - A node without replicas for `node_empty_ttl_s` is removed (Karpenter consolidation).
-- A zone failure removes the zone's nodes and replicas at once; their requests are lost; the
-  ReplicaSet recreates the missing replicas in the surviving zones.
+- A zone failure removes the zone's nodes at once, and the requests on its replicas are lost.
+  Its replicas linger as Kubernetes and the gateway let them (`FleetConfig.failover`): the
+  router keeps picking them (by the load they last reported) until `route_s`, and every request
+  sent there fails; they count for the ReplicaSet (so a scale-up past the replicas it believes it
+  has is needed before any new one starts) until their node's eviction, when the ReplicaSet
+  replaces them in the surviving zones; a scale-in deletes them first once the API has marked them
+  NotReady. With an instant failover (the default) they are gone and replaced at once.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from serving.simulator.engine import Engine, SimRequest
 from serving.simulator.metrics import ReplicaMetrics
 
 STARTING, READY, DRAINING, GONE = "starting", "ready", "draining", "gone"
+# In a lost zone: unreachable, still a pod of the ReplicaSet until its node's eviction.
+LOST = "lost"
 
 
 @dataclass(eq=False)
@@ -46,7 +53,8 @@ class Node:
 
 
 class Replica:
-    __slots__ = ("created_s", "engine", "gone_s", "node", "ready_s", "rid", "state", "warm", "zone")
+    __slots__ = ("created_s", "engine", "gone_s", "last_load", "lost_s", "node", "ready_s", "rid", "state",
+                 "warm", "zone")
 
     def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
                  warm: bool) -> None:
@@ -59,9 +67,13 @@ class Replica:
         self.gone_s: float | None = None
         self.state = STARTING
         self.warm = warm
+        self.lost_s: float | None = None
+        self.last_load = 0  # what a lost replica last reported: the router's view of it
 
     @property
     def load(self) -> int:
+        if self.state == LOST:
+            return self.last_load
         return len(self.engine.running) + len(self.engine.waiting)
 
 
@@ -110,8 +122,8 @@ class Fleet:
 
     # -- views ---------------------------------------------------------------------------------
     def active(self) -> list[Replica]:
-        """Replicas that count for the Deployment: starting or ready (not terminating)."""
-        return [r for r in self.replicas if r.state in (STARTING, READY)]
+        """Replicas that count for the Deployment: starting, ready or lost (not terminating)."""
+        return [r for r in self.replicas if r.state in (STARTING, READY, LOST)]
 
     def count(self, state: str) -> int:
         return sum(1 for r in self.replicas if r.state == state)
@@ -201,7 +213,10 @@ class Fleet:
             return
         for replica in sorted(active, key=lambda r: self._deletion_rank(r, now))[:surplus]:
             self._unroute(replica)
-            if replica.state == STARTING or (replica.engine.idle and not replica.engine.busy):
+            if replica.state == LOST:  # deleted: no longer counted, nothing to drain or free
+                replica.state = GONE
+                replica.node.replicas.discard(replica.rid)
+            elif replica.state == STARTING or (replica.engine.idle and not replica.engine.busy):
                 self._release(replica, now)
             elif self.cfg.drain:
                 replica.state = DRAINING
@@ -211,8 +226,13 @@ class Fleet:
 
     def _deletion_rank(self, replica: Replica, now: float) -> tuple[int, ...]:
         """The ReplicaSet's deletion order as a sort key (see the module docstring)."""
-        # Pods being deleted (draining) are not active and do not count as colocated.
-        colocated = sum(1 for rid in replica.node.replicas if self.replicas[rid].state in (STARTING, READY))
+        # Pods being deleted (draining) are not active and do not count as colocated; a lost pod
+        # the API has not yet marked does, as the ReplicaSet still sees it running.
+        colocated = sum(1 for rid in replica.node.replicas
+                        if self.replicas[rid].state in (STARTING, READY, LOST))
+        if replica.state == LOST and replica.lost_s is not None \
+                and now >= replica.lost_s + self.cfg.failover.not_ready_s:
+            return (0, 0, 0, 0, _pseudo_uid(replica.rid))  # NotReady: before every ready pod
         if replica.state == STARTING:
             # A pod waiting for its node is unassigned: unassigned pods share the empty node name,
             # so one rank; then the newer creation time (log2 buckets) goes first.
@@ -253,21 +273,58 @@ class Fleet:
         return max(up, key=lambda z: ready[z])  # max keeps the first of equals
 
     def fail_zone(self, zone: str, now: float) -> list[Replica]:
-        """Lose `zone`: its nodes and replicas vanish; returns the replicas lost."""
+        """Lose `zone`: its nodes vanish and the requests on its replicas are lost; returns the
+        replicas lost. With an instant failover they are gone; otherwise they linger (LOST) until
+        `route_lost` and `evict` (the caller schedules both from `cfg.failover`)."""
         self.down_zones.add(zone)
+        instant = self.cfg.failover.instant
         lost: list[Replica] = []
         for replica in self.replicas:
-            if replica.zone == zone and replica.state != GONE:
+            if replica.zone != zone or replica.state == GONE:
+                continue
+            keep_routing = replica.state == READY and self.cfg.failover.route_s > 0
+            replica.last_load = replica.load
+            self.lost.extend(replica.engine.kill())
+            replica.gone_s = now  # its GPUs serve nothing from here
+            if instant or replica.state == DRAINING:  # a draining pod is already being deleted
                 self._unroute(replica)
-                self.lost.extend(replica.engine.kill())
                 replica.state = GONE
-                replica.gone_s = now
                 replica.node.replicas.discard(replica.rid)
-                lost.append(replica)
+            else:
+                replica.state = LOST
+                replica.lost_s = now
+                if not keep_routing:
+                    self._unroute(replica)
+            lost.append(replica)
         for node in self.nodes:
             if node.zone == zone and node.gone_s is None:
                 node.gone_s = now
         return lost
+
+    def route_lost(self, zone: str) -> None:
+        """The router has learnt that `zone`'s replicas are gone: it picks them no more."""
+        self.routable = [r for r in self.routable if not (r.state == LOST and r.zone == zone)]
+
+    def evictions(self, zone: str) -> list[tuple[float, Node]]:
+        """(seconds after the loss, node) at which each lost node's pods are deleted: the first
+        node after `evict_s`, each further one `evict_every_s` later (in the order the nodes came)."""
+        fo = self.cfg.failover
+        lost = [n for n in self.nodes if n.zone == zone and any(
+            self.replicas[rid].state == LOST for rid in n.replicas)]
+        return [(fo.evict_s + i * fo.evict_every_s, node) for i, node in enumerate(lost)]
+
+    def evict(self, node: Node) -> int:
+        """The lost pods on `node` are deleted: they count for the ReplicaSet no more. Returns
+        how many there were (the caller then lets the ReplicaSet replace them)."""
+        n = 0
+        for rid in list(node.replicas):
+            replica = self.replicas[rid]
+            if replica.state == LOST:
+                self._unroute(replica)
+                replica.state = GONE
+                node.replicas.discard(rid)
+                n += 1
+        return n
 
     def node_gc(self, node: Node, now: float) -> None:
         if node.gone_s is None and not node.replicas and node.empty_since is not None \
@@ -275,4 +332,4 @@ class Fleet:
             node.gone_s = now
 
 
-__all__ = ["DRAINING", "GONE", "READY", "STARTING", "Fleet", "Node", "Replica"]
+__all__ = ["DRAINING", "GONE", "LOST", "READY", "STARTING", "Fleet", "Node", "Replica"]

@@ -2,8 +2,9 @@
 the autoscaler, cold starts and zone failures.
 
 Events at the same instant run in this order: engine step ends, replicas becoming ready, zone
-failures, node clean-up, arrivals, scrapes, autoscaler decisions, time-series samples. So a
-scrape sees the steps that ended at its instant, and an autoscaler sees the scrape of its instant.
+failures (and the router learning of one, and a lost node's pods being deleted), node clean-up,
+arrivals, scrapes, autoscaler decisions, time-series samples. So a scrape sees the steps that
+ended at its instant, and an autoscaler sees the scrape of its instant.
 
 Requests that arrive while no replica is ready fail at once (the gateway answers 503); a prompt
 that does not fit `max_model_len` is rejected (vLLM answers 400), and an output is cut at the
@@ -20,15 +21,15 @@ import numpy as np
 
 from serving.simulator.config import FULLEST, EngineConfig, FleetConfig, Targets, ZoneFailure
 from serving.simulator.engine import SimRequest
-from serving.simulator.fleet import DRAINING, GONE, READY, STARTING, Fleet, Node, Replica
+from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
 from serving.simulator.promql import Store
 from serving.simulator.results import ReplicaStart, SimResult
 from serving.simulator.router import Router, make_router
 from serving.simulator.traces import Trace
 
-_PRIO = {"step": 0, "ready": 1, "zone": 2, "node_gc": 3, "arrival": 4, "scrape": 5, "autoscale": 6,
-         "sample": 7}
+_PRIO = {"step": 0, "ready": 1, "zone": 2, "route_lost": 2, "evict": 2, "node_gc": 3, "arrival": 4,
+         "scrape": 5, "autoscale": 6, "sample": 7}
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,9 @@ class Simulation:
             return
         replica: Replica = self.router.choose(req, routable)  # type: ignore[assignment]
         req.replica = replica.rid
+        if replica.state == LOST:  # picked before the router knew: its address answers no more
+            self._fail([req], now)
+            return
         t_next = replica.engine.submit(req, now)
         if t_next is not None:
             self._schedule(t_next, "step", replica, replica.engine.gen)
@@ -157,7 +161,7 @@ class Simulation:
         base = (("model_name", self.cfg.model_name), ("namespace", self.cfg.namespace))
         interval = self.cfg.scrape_interval_s
         for r in self.fleet.replicas:
-            if r.state == GONE:
+            if r.state in (GONE, LOST):  # a failed scrape: Prometheus marks its series stale
                 if r.rid not in self._stale_marked:
                     self.store.mark_stale(now, "pod", self._pod(r))
                     self._stale_marked.add(r.rid)
@@ -242,7 +246,17 @@ class Simulation:
                     self._zones_lost.append((t, zone))
                     self.fleet.fail_zone(zone, t)
                     self._flush_lost(t)
+                    failover = cfg.fleet.failover
+                    if failover.route_s > 0:
+                        self._schedule(t + failover.route_s, "route_lost", zone)
+                    for after, lost_node in self.fleet.evictions(zone):
+                        self._schedule(t + after, "evict", lost_node)
                     self.fleet.scale_to(self.fleet.spec_replicas, t)
+                elif kind == "route_lost":
+                    self.fleet.route_lost(str(obj))
+                elif kind == "evict":
+                    if self.fleet.evict(obj):  # type: ignore[arg-type]
+                        self.fleet.scale_to(self.fleet.spec_replicas, t)  # the ReplicaSet replaces them
                 elif kind == "node_gc":
                     node: Node = obj  # type: ignore[assignment]
                     self.fleet.node_gc(node, t)

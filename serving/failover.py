@@ -1,0 +1,153 @@
+"""What happens to a lost zone's replicas, second by second, and the endpoint picker's
+configuration that shortens it.
+
+A zone lost abruptly (its nodes and pod addresses stop answering) is noticed by three parties at
+different times. With Kubernetes 1.33's defaults, which EKS, GKE and AKS do not let a user change:
+
+- the node lifecycle controller marks a node Unknown once its lease is older than
+  `--node-monitor-grace-period` (50 s since v1.32, kubernetes PR #126287), checked every
+  `--node-monitor-period` (5 s), and marks its pods NotReady in the same pass;
+- it then taints the node `node.kubernetes.io/unreachable:NoExecute`, one node of the zone at a
+  time at `--node-eviction-rate` (0.1 node/s); a pod tolerates the taint for the
+  DefaultTolerationSeconds admission plugin's 300 s unless its own toleration says otherwise,
+  and is then deleted. Until then the ReplicaSet counts it (`status.replicas` counts every pod
+  without a deletion timestamp), so it is not replaced;
+- the endpoint picker (gateway-api-inference-extension v1.5.0) keeps a pod as a candidate until
+  its pod watch says NotReady (`pkg/epp/util/pod/pod.go` IsPodReady), and a pod whose metrics
+  scrape fails keeps its last metrics (`datalayer/collector.go`: it polls every 50 ms with a 1 s
+  timeout; `UpdateTime` moves only on success). Its default profile (queue, KV-cache and prefix
+  scorers: the inferencepool chart's `default-plugins.yaml`) has no filter, so for the 50-55 s
+  until the API marks the pod NotReady the picker keeps choosing it on its frozen, pre-loss
+  load, and every request sent there fails (Envoy's connect timeout, 10 s, is set by the AI
+  Gateway's extension server for InferencePool clusters, and retries would go to the same
+  address: the picked endpoint travels in a header).
+
+Simulated on the prod plan with the conversation trace and a zone lost as its busiest minute
+began (the checklist's zone-loss item; `tests/test_prod_slo.py`, `benchmarks/autoscaling.py`),
+those 55 s cost every model 3-5x its error budget: the 70B 5.7 % of the window's requests
+against 1.5 %, the 8B 4.6 % against 1.1 %, the VL model 7.1 % against 1.5 %, the 3B 5.7 % against
+2.0 % (0.4, 0.14, 0.14 and 0.14 % with the lost pods gone at once, as the simulator first had
+it). So the picker's profile here filters first with the picker's own `utilization-detector` plugin, which
+also implements `Filter` (`saturationdetector/utilization/detector.go`): an endpoint whose
+metrics are older than `metricsStalenessThreshold` is dropped, failing open when every one is.
+Its load limits are set out of reach (queue depth 10^6, KV-cache use 1.0 with 1 % headroom), so it
+filters on staleness alone and the scorers balance as before. The threshold is the picker's own
+default staleness for its metrics gauges, 2 s (`--metrics-staleness-threshold`), ten times the
+plugin's 200 ms default: a live pod's `/metrics` can take longer than 200 ms under load, and a
+pod filtered by mistake only sheds load to its peers. A lost pod then leaves the candidates 2 s
+after its last good scrape, and the same runs lose 0.64, 0.32, 0.51 and 0.37 %.
+
+`failover` gives the simulator those times for a plan's pods and picker configuration.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from serving.simulator import Failover
+
+NODE_MONITOR_GRACE_S = 50.0  # kube-controller-manager --node-monitor-grace-period, Kubernetes >= 1.32
+NODE_MONITOR_PERIOD_S = 5.0  # --node-monitor-period: the grace is checked this often
+NODE_EVICTION_EVERY_S = 10.0  # --node-eviction-rate 0.1: one node of a zone tainted each 10 s
+DEFAULT_TOLERATION_S = 300.0  # DefaultTolerationSeconds: not-ready and unreachable, NoExecute
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+PICKER_REFRESH_S = 0.05  # the picker's RefreshMetricsInterval (pkg/epp/server/options.go)
+WATCH_S = 1.0  # a pod's NotReady reaching the picker's informer
+STALE_AFTER = "2s"
+PLUGINS_FILE = "rtip-plugins.yaml"
+STALE_FILTER = "stale-endpoint-filter"
+DETECTOR_TYPE = "utilization-detector"
+
+
+def picker_config() -> dict[str, object]:
+    """The EndpointPickerConfig: the inferencepool chart's default plugins and profile (queue
+    and KV-cache scorers at weight 2, prefix-cache at 3, vLLM's metrics over http), with the
+    staleness filter first."""
+    return {
+        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "plugins": [
+            {"type": "queue-scorer"},
+            {"type": "kv-cache-utilization-scorer"},
+            {"type": "prefix-cache-scorer"},
+            {"type": "metrics-data-source",
+             "parameters": {"scheme": "http", "path": "/metrics", "insecureSkipVerify": True}},
+            {"type": "core-metrics-extractor"},
+            # Named, so the picker's default saturation detector (a `utilization-detector` of its
+            # own, config/loader/defaults.go ensureSaturationDetector) keeps its defaults.
+            {"name": STALE_FILTER, "type": DETECTOR_TYPE,
+             "parameters": {"metricsStalenessThreshold": STALE_AFTER, "queueDepthThreshold": 1_000_000,
+                            "kvCacheUtilThreshold": 1.0, "headroom": 0.01}},
+        ],
+        "schedulingProfiles": [{"name": "default", "plugins": [
+            {"pluginRef": STALE_FILTER},
+            {"pluginRef": "queue-scorer", "weight": 2},
+            {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
+            {"pluginRef": "prefix-cache-scorer", "weight": 3},
+        ]}],
+    }
+
+
+def picker_values() -> dict[str, object]:
+    """The `inferenceExtension` keys of the inferencepool chart that load `picker_config`: the
+    chart adds `pluginsCustomConfig` to the picker's ConfigMap and starts it with
+    `--config-file /config/<pluginsConfigFile>` (epplib templates `_config.yaml`, `_deployment.yaml`)."""
+    return {"pluginsConfigFile": PLUGINS_FILE,
+            "pluginsCustomConfig": {PLUGINS_FILE: yaml.safe_dump(picker_config(), sort_keys=False)}}
+
+
+def _seconds(text: str) -> float:
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
+    for suffix in ("ms", "s", "m"):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * units[suffix]
+    raise ValueError(f"not a duration: {text!r}")
+
+
+def stale_filter_s(values: dict[str, object]) -> float | None:
+    """The staleness after which the picker configured by these `inferenceExtension` values drops
+    an endpoint: the first plugin of its `default` profile, if that is a `utilization-detector`;
+    None when nothing filters first (the chart's default profile)."""
+    files = values.get("pluginsCustomConfig") or {}
+    text = files.get(str(values.get("pluginsConfigFile")))  # type: ignore[union-attr]
+    if text is None:
+        return None
+    config = yaml.safe_load(text)
+    plugins = {p.get("name", p["type"]): p for p in config.get("plugins", [])}
+    profile = next((p for p in config.get("schedulingProfiles", []) if p["name"] == "default"), None)
+    if not profile or not profile["plugins"]:
+        return None
+    first = plugins.get(profile["plugins"][0]["pluginRef"], {})
+    if first.get("type") != DETECTOR_TYPE:
+        return None
+    return _seconds(str((first.get("parameters") or {}).get("metricsStalenessThreshold", "200ms")))
+
+
+def unreachable_toleration_s(tolerations: list[dict[str, object]]) -> float:
+    """How long pods with these tolerations stay on an unreachable node: their own NoExecute
+    toleration of the unreachable taint, or the admission plugin's default."""
+    for t in tolerations:
+        if t.get("effect") == "NoExecute" and t.get("key") in (UNREACHABLE_TAINT, None) \
+                and t.get("operator", "Equal") == "Exists":
+            seconds = t.get("tolerationSeconds")
+            return float("inf") if seconds is None else float(seconds)  # type: ignore[arg-type]
+    return DEFAULT_TOLERATION_S
+
+
+def failover(picker: dict[str, object], tolerations: list[dict[str, object]]) -> Failover:
+    """The simulator's failover for pods with `tolerations` behind a picker configured by the
+    `inferenceExtension` values `picker`: the router stops choosing a lost pod once its metrics
+    are stale (the threshold, plus at most one refresh) or, without that filter, once the API's
+    NotReady reaches the picker; the API marks it NotReady at the grace period plus at most one
+    monitor period; its node is tainted then and its pods deleted a toleration later."""
+    not_ready = NODE_MONITOR_GRACE_S + NODE_MONITOR_PERIOD_S
+    stale = stale_filter_s(picker)
+    route = stale + PICKER_REFRESH_S if stale is not None else not_ready + WATCH_S
+    return Failover(route_s=min(route, not_ready + WATCH_S), not_ready_s=not_ready,
+                    evict_s=not_ready + unreachable_toleration_s(tolerations),
+                    evict_every_s=NODE_EVICTION_EVERY_S)
+
+
+__all__ = ["DEFAULT_TOLERATION_S", "NODE_EVICTION_EVERY_S", "NODE_MONITOR_GRACE_S", "NODE_MONITOR_PERIOD_S",
+           "PLUGINS_FILE", "STALE_AFTER", "failover", "picker_config", "picker_values", "stale_filter_s",
+           "unreachable_toleration_s"]

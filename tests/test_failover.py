@@ -1,0 +1,147 @@
+"""A lost zone as Kubernetes and the endpoint picker live through it (serving/failover.py, the
+simulator's `Failover`): requests still picked for the lost pods fail until the router knows,
+the ReplicaSet replaces them only once they are evicted, deletes them first once NotReady, and
+the picker the plan configures drops them on stale metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from serving import failover as fo
+from serving.simulator import (
+    ColdStartSpec,
+    EngineConfig,
+    Failover,
+    FleetConfig,
+    SimConfig,
+    StepTime,
+    Targets,
+    ZoneFailure,
+    poisson,
+    simulate,
+)
+from serving.simulator.fleet import GONE, LOST, READY, Fleet
+from serving.simulator.sim import Simulation
+from tests.conftest import record_of
+from tests.test_gateway import HELM, kind
+
+STEP = StepTime(0.02, 0.0001, 0.015, 0.0004)
+COLD = ColdStartSpec(full_s=300.0, warm_s=60.0, node_ready_s=150.0)
+
+
+def _cfg(failover: Failover, loss_s: float | None = 100.0) -> SimConfig:
+    fleet = FleetConfig(zones=("a", "b", "c"), initial_replicas=3, cold_start=COLD, failover=failover)
+    return SimConfig(engine=EngineConfig(step=STEP, kv_blocks=40_000, max_num_seqs=64), fleet=fleet,
+                     targets=Targets(2.0, 0.1),
+                     zone_failures=() if loss_s is None else (ZoneFailure("a", loss_s),))
+
+
+def test_requests_picked_for_a_lost_pod_fail_until_the_router_knows_and_it_is_replaced_at_eviction():
+    """Round robin over [r0 (zone a), r1, r2]: the k-th request goes to replica k mod 3 while the
+    list holds three. Zone a goes at 100 s; the router keeps r0 until 120 s, so of the requests
+    arriving in [100, 120) those with k mod 3 == 0 fail (by hand from the trace), besides the ones
+    r0 held at 100 s; none after. The ReplicaSet counts r0 until its node's eviction at 100 + 200 s
+    and only then starts a replacement (a new node: ready 300 s later)."""
+    trace = poisson(3.0, 400, (300, 100), seed=4)
+    failover = Failover(route_s=20.0, not_ready_s=55.0, evict_s=200.0, evict_every_s=10.0)
+    base = simulate(trace, _cfg(Failover(), None), router="round-robin")
+    run = Simulation(trace, _cfg(failover), "round-robin")
+    hit = run.run()
+    k = np.arange(len(trace.arrival_s))
+    picked_dead = (trace.arrival_s >= 100.0) & (trace.arrival_s < 120.0) & (k % 3 == 0)
+    done = base.arrival_s + base.e2e_s
+    held = (base.replica == 0) & (base.arrival_s < 100.0) & (done > 100.0)
+    assert picked_dead.sum() > 10 and held.sum() > 0
+    assert hit.failed == int(picked_dead.sum() + held.sum())
+    assert set(np.flatnonzero(~hit.ok)) == set(np.flatnonzero(picked_dead | held))
+    assert not (hit.replica[trace.arrival_s >= 120.0] == 0).any()
+    (replacement,) = run.fleet.replicas[3:]
+    assert replacement.created_s == pytest.approx(300.0) and replacement.zone in ("b", "c")
+    assert replacement.ready_s == pytest.approx(600.0)
+    # The instant idealisation (the simulator's default) replaces at once and fails only what r0 held.
+    quick = Simulation(trace, _cfg(Failover()), "round-robin")
+    assert quick.run().failed == int(held.sum())
+    assert [r.created_s for r in quick.fleet.replicas[3:]] == [100.0]
+
+
+def _fleet(failover: Failover) -> Fleet:
+    return Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=3, failover=failover),
+                 EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+
+
+def test_a_scale_in_deletes_a_lost_pod_first_once_the_api_marks_it_not_ready():
+    failover = Failover(route_s=2.0, not_ready_s=55.0, evict_s=355.0, evict_every_s=10.0)
+    fleet = _fleet(failover)
+    fleet.fail_zone("a", 100.0)
+    assert [r.state for r in fleet.replicas] == [LOST, READY, READY]
+    assert len(fleet.active()) == 3  # still the ReplicaSet's
+    early = _fleet(failover)
+    early.fail_zone("a", 100.0)
+    early.scale_to(2, 130.0)  # before NotReady it ranks as a running pod: here the UIDs pick r1
+    assert [r.state for r in early.replicas] == [LOST, GONE, READY]
+    fleet.scale_to(2, 160.0)  # NotReady since 155 s: it goes first, every ready pod stays
+    assert [r.state for r in fleet.replicas] == [GONE, READY, READY]
+    assert fleet.evictions("a") == []  # nothing left to evict, so nothing to replace
+
+
+def test_each_further_lost_node_is_evicted_one_eviction_interval_later():
+    fleet = Fleet(FleetConfig(zones=("a", "b"), initial_replicas=4, slots_per_node=1,
+                              failover=Failover(route_s=2.0, not_ready_s=55.0, evict_s=355.0,
+                                                evict_every_s=10.0)),
+                  EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+    fleet.fail_zone("a", 0.0)
+    times = [t for t, _ in fleet.evictions("a")]
+    assert times == [355.0, 365.0]
+    (_, first), _ = fleet.evictions("a")
+    assert fleet.evict(first) == 1 and len(fleet.active()) == 3
+
+
+# --- the picker the plan configures ---------------------------------------------------------
+def test_the_emitted_picker_drops_stale_endpoints_after_two_seconds():
+    """Kubernetes 1.33's defaults (kube-controller-manager: node-monitor-grace-period 50 s,
+    node-monitor-period 5 s, node-eviction-rate 0.1/s; DefaultTolerationSeconds 300 s) and the
+    picker's 50 ms metrics refresh: with the plan's picker a lost pod leaves the picks 2.05 s
+    after the loss; with the chart's default profile, a second after the API's NotReady at 55 s."""
+    assert fo.stale_filter_s(fo.picker_values()) == 2.0
+    assert fo.failover(fo.picker_values(), []) == Failover(route_s=2.05, not_ready_s=55.0, evict_s=355.0,
+                                                           evict_every_s=10.0)
+    chart_default = {"pluginsConfigFile": "default-plugins.yaml"}  # the inferencepool chart's value
+    assert fo.stale_filter_s(chart_default) is None
+    assert fo.failover(chart_default, []).route_s == 56.0
+    # A filter that is not first, or a first plugin that only scores, filters nothing first.
+    config = fo.picker_config()
+    profile = config["schedulingProfiles"][0]["plugins"]  # type: ignore[index]
+    profile.append(profile.pop(0))
+    moved = {"pluginsConfigFile": "x.yaml", "pluginsCustomConfig": {"x.yaml": yaml.safe_dump(config)}}
+    assert fo.stale_filter_s(moved) is None
+
+
+def test_a_pod_that_tolerates_the_unreachable_taint_is_evicted_that_much_later():
+    short = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+              "tolerationSeconds": 30}]
+    assert fo.failover(fo.picker_values(), short).evict_s == 85.0
+    forever = [{"operator": "Exists", "effect": "NoExecute"}]
+    assert fo.failover(fo.picker_values(), forever).evict_s == float("inf")
+    gpu = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+    assert fo.failover(fo.picker_values(), gpu).evict_s == 355.0
+
+
+def test_every_pool_loads_the_filter_and_no_predictor_tolerates_the_unreachable_taint():
+    """What the simulator's failover rests on, read off prod's record: each inferencepool release
+    starts its picker on the file holding the staleness filter, first in the default profile, and
+    each predictor's tolerations leave the unreachable taint to Kubernetes' default."""
+    record = record_of("prod")
+    pools = [r for r in record.by_type(HELM) if r.inputs["chart"].endswith("/inferencepool")]
+    assert pools
+    for pool in pools:
+        values = pool.inputs["values"]["inferenceExtension"]
+        assert fo.stale_filter_s(values) == 2.0
+        config = yaml.safe_load(values["pluginsCustomConfig"][values["pluginsConfigFile"]])
+        first = config["schedulingProfiles"][0]["plugins"][0]["pluginRef"]
+        (detector,) = [p for p in config["plugins"] if p.get("name") == first]
+        assert detector["type"] == "utilization-detector"
+    for isvc in kind(record, "InferenceService"):
+        tolerations = isvc.inputs["spec"]["predictor"].get("tolerations", [])
+        assert fo.unreachable_toleration_s(tolerations) == fo.DEFAULT_TOLERATION_S, isvc.inputs["metadata"]
