@@ -261,11 +261,14 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
         seen = min(cold, max(0.0, float(trace.arrival_s[-1]) - zone_loss.at_s))
         cut = (f"; the trace ends {seen:.0f} s into that window, so only its first requests are "
                "judged" if zone_loss.at_s > last_whole_window_start(trace.arrival_s, cold) else "")
+        fo = dep.fleet.failover
+        lingers = ("" if fo.instant else f"; its pods picked for {fo.route_s:g} s and replaced from "
+                   f"{fo.evict_s:g} s")
         items.append(Item(
             "zone loss served within the error budget", "PASS" if share <= budget + 1e-12 else "FAIL",
             f"zone {_lost_zone(result, zone_loss)} lost at {zone_loss.at_s:g} s: {bad} of {n} requests "
             "failed or missed "
-            f"a target in the next {cold:.0f} s ({share:.2%}; budget {budget:.2%}){cut}",
+            f"a target in the next {cold:.0f} s ({share:.2%}; budget {budget:.2%}){lingers}{cut}",
             {"bad": bad, "requests": n, "bad_share": _num(share), "error_budget": _num(budget),
              "failed_in_flight": int(in_flight.sum()), "window_s": _num(cold),
              "window_seen_s": _num(seen)}))
