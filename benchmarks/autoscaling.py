@@ -77,7 +77,13 @@ from stacks.loader import SpecError  # noqa: E402
 from stacks.naming import MODELS_NAMESPACE  # noqa: E402
 from stacks.plan import Plan, load_plan  # noqa: E402
 from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
-from stacks.slo_check import busiest_minute, checklist, figures, last_whole_window_start  # noqa: E402
+from stacks.slo_check import (  # noqa: E402
+    busiest_minute,
+    checklist,
+    figures,
+    last_whole_window_start,
+    zone_loss_window_s,
+)
 
 TRACES = {name: ROOT.parent / "shared" / "traces" / f"azure2023_AzureLLMInferenceTrace_{name}.csv"
           for name in ("conv", "code")}
@@ -183,7 +189,7 @@ def zone_loss_at_peak(dep: Deployment, trace: Trace, policy: str) -> dict[str, o
     cold start can follow before the trace ends, as the sweep's moments: the nearly flat hour of
     benchmarks/sustained_peak.py had its busiest minute at about 3,140 s of 3,600, which left
     some 460 s of a 752 s window to judge."""
-    latest = last_whole_window_start(trace.arrival_s, dep.plan.cold_start.total_s)
+    latest = last_whole_window_start(trace.arrival_s, zone_loss_window_s(dep))
     if latest < trace.arrival_s[0]:  # no whole window in the trace: its item says it was cut
         latest = math.inf
     return zone_loss_at(dep, trace, policy, busiest_minute(trace.arrival_s, latest)[0])
@@ -216,7 +222,7 @@ def _zone_loss_job(job: tuple[Deployment, Trace, str, float]) -> dict[str, objec
 def zone_loss_sweep(dep: Deployment, trace: Trace, policy: str,
                     pool: Executor | None = None) -> dict[str, object]:
     """The zone-loss item at every moment of `zone_loss_moments`: PASS only when each passes."""
-    cold = dep.plan.cold_start.total_s
+    cold = zone_loss_window_s(dep)
     jobs = [(dep, trace, policy, at) for at in zone_loss_moments(trace, cold)]
     got = list(pool.map(_zone_loss_job, jobs) if pool else map(_zone_loss_job, jobs))
     if not got:  # a trace shorter than one step and a cold start

@@ -27,15 +27,24 @@ began (the checklist's zone-loss item; `tests/test_prod_slo.py`, `benchmarks/aut
 those 55 s cost every model 3-5x its error budget: the 70B 5.7 % of the window's requests
 against 1.5 %, the 8B 4.6 % against 1.1 %, the VL model 7.1 % against 1.5 %, the 3B 5.7 % against
 2.0 % (0.4, 0.14, 0.14 and 0.14 % with the lost pods gone at once, as the simulator first had
-it). So the picker's profile here filters first with the picker's own `utilization-detector` plugin, which
-also implements `Filter` (`saturationdetector/utilization/detector.go`): an endpoint whose
+it). So the picker's profile here filters first with the picker's own `utilization-detector`
+plugin, which also implements `Filter` (`saturationdetector/utilization/detector.go`): an endpoint whose
 metrics are older than `metricsStalenessThreshold` is dropped, failing open when every one is.
 Its load limits are set out of reach (queue depth 10^6, KV-cache use 1.0 with 1 % headroom), so it
-filters on staleness alone and the scorers balance as before. The threshold is the picker's own
-default staleness for its metrics gauges, 2 s (`--metrics-staleness-threshold`), ten times the
-plugin's 200 ms default: a live pod's `/metrics` can take longer than 200 ms under load, and a
-pod filtered by mistake only sheds load to its peers. A lost pod then leaves the candidates 2 s
-after its last good scrape, and the same runs lose 0.64, 0.32, 0.51 and 0.37 %.
+filters on staleness alone and the scorers balance as before. The threshold is the picker's
+poll timeout, 1 s (`datalayer/collector.go`): an endpoint is dropped once a whole poll timeout has
+passed without one good scrape, so a live pod is dropped only when its `/metrics` did not answer
+within the time the picker gives it (it only sheds load to its peers, and the filter fails open).
+The plugin's own default, 200 ms, would drop a live pod on one slow scrape. Each second of the
+window counts: the picker keeps choosing a lost pod on its frozen metrics while the live pods'
+queues grow, so it gets more than its share (the 70B at the code trace's busiest minute: 16 of
+the 29 requests in 2 s went to the lost third, 4 in 1 s), and with 2 s the 70B lost 1.64 % of
+that window against its 1.5 % budget, with 1 s 0.82 %.
+
+A lost pod then leaves the candidates at most 1 s after the loss. The predictors tolerate the
+unreachable taint for 30 s, not 300 (serving/_model_pod.py), so the ReplicaSet replaces them at
+most 90 s after the loss (one node of the zone each 10 s after that), in the surviving zones: the
+zone spread honours node taints, so the lost zone, its nodes tainted, stops counting.
 
 `failover` gives the simulator those times for a plan's pods and picker configuration.
 """
@@ -51,9 +60,8 @@ NODE_MONITOR_PERIOD_S = 5.0  # --node-monitor-period: the grace is checked this 
 NODE_EVICTION_EVERY_S = 10.0  # --node-eviction-rate 0.1: one node of a zone tainted each 10 s
 DEFAULT_TOLERATION_S = 300.0  # DefaultTolerationSeconds: not-ready and unreachable, NoExecute
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-PICKER_REFRESH_S = 0.05  # the picker's RefreshMetricsInterval (pkg/epp/server/options.go)
 WATCH_S = 1.0  # a pod's NotReady reaching the picker's informer
-STALE_AFTER = "2s"
+STALE_AFTER = "1s"  # the picker's poll timeout (datalayer/collector.go)
 PLUGINS_FILE = "rtip-plugins.yaml"
 STALE_FILTER = "stale-endpoint-filter"
 DETECTOR_TYPE = "utilization-detector"
@@ -123,28 +131,41 @@ def stale_filter_s(values: dict[str, object]) -> float | None:
     return _seconds(str((first.get("parameters") or {}).get("metricsStalenessThreshold", "200ms")))
 
 
+def _tolerates(t: dict[str, object], key: str, effect: str) -> bool:
+    """Whether toleration `t` tolerates a taint `key`:`effect` with no value (Kubernetes'
+    Toleration.ToleratesTaint: an empty effect or key with Exists matches any)."""
+    if t.get("effect") not in (None, "", effect):
+        return False
+    if t.get("operator", "Equal") == "Exists":
+        return t.get("key") in (None, "", key)
+    return t.get("key") == key and t.get("value") in (None, "")
+
+
 def unreachable_toleration_s(tolerations: list[dict[str, object]]) -> float:
-    """How long pods with these tolerations stay on an unreachable node: their own NoExecute
-    toleration of the unreachable taint, or the admission plugin's default."""
-    for t in tolerations:
-        if t.get("effect") == "NoExecute" and t.get("key") in (UNREACHABLE_TAINT, None) \
-                and t.get("operator", "Equal") == "Exists":
-            seconds = t.get("tolerationSeconds")
-            return float("inf") if seconds is None else float(seconds)  # type: ignore[arg-type]
-    return DEFAULT_TOLERATION_S
+    """How long pods with these tolerations stay bound to an unreachable node once it is tainted:
+    the shortest `tolerationSeconds` of the tolerations that match the NoExecute unreachable
+    taint (none: forever; negative: at once), or the admission plugin's default when none matches."""
+    seconds = [t.get("tolerationSeconds") for t in tolerations
+               if _tolerates(t, UNREACHABLE_TAINT, "NoExecute")]
+    if not seconds:
+        return DEFAULT_TOLERATION_S
+    return min(float("inf") if s is None else max(0.0, float(s)) for s in seconds)  # type: ignore[arg-type]
 
 
 def failover(picker: dict[str, object], tolerations: list[dict[str, object]]) -> Failover:
     """The simulator's failover for pods with `tolerations` behind a picker configured by the
-    `inferenceExtension` values `picker`: the router stops choosing a lost pod once its metrics
-    are stale (the threshold, plus at most one refresh) or, without that filter, once the API's
-    NotReady reaches the picker; the API marks it NotReady at the grace period plus at most one
-    monitor period; its node is tainted then and its pods deleted a toleration later."""
+    `inferenceExtension` values `picker`, each time at its latest: the router stops choosing a
+    lost pod once its metrics are stale (its last good scrape came at the loss or before, so the
+    threshold after it) or, without that filter, once the API's NotReady reaches the picker; the
+    API marks it NotReady at the grace period plus at most one monitor period, taints its node a
+    period later and deletes its pods a toleration after that."""
     not_ready = NODE_MONITOR_GRACE_S + NODE_MONITOR_PERIOD_S
     stale = stale_filter_s(picker)
-    route = stale + PICKER_REFRESH_S if stale is not None else not_ready + WATCH_S
+    route = stale if stale is not None else not_ready + WATCH_S
+    # The NoExecute taint comes on the controller's next pass after Unknown (one more period).
+    tainted = not_ready + NODE_MONITOR_PERIOD_S
     return Failover(route_s=min(route, not_ready + WATCH_S), not_ready_s=not_ready,
-                    evict_s=not_ready + unreachable_toleration_s(tolerations),
+                    evict_s=tainted + unreachable_toleration_s(tolerations),
                     evict_every_s=NODE_EVICTION_EVERY_S)
 
 

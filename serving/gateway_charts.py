@@ -253,7 +253,7 @@ def inference_pool_values(model: str, images: Images, replicas: int) -> dict[str
             # memory limit kept so a leak cannot take the node.
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
             # The chart's scorers behind a filter that drops an endpoint whose metrics stopped
-            # coming: a lost zone's pods leave the picks in 2 s, not the 50-55 s until the API
+            # coming: a lost zone's pods leave the picks in 1 s, not the 50-55 s until the API
             # marks them NotReady (serving/failover.py).
             **failover.picker_values(),
         },

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
+from serving._model_pod import tolerations as pod_tolerations
 from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.deployments import predictor_deployment
 from serving.failover import failover, picker_values
@@ -178,10 +179,10 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
                         gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
                         initial_nodes=len(zones) * math.ceil(per_zone / slots),
                         node_empty_ttl_s=empty_node_ttl_s(plan, mp),
-                        # The picker as the inferencepool release configures it; the predictor
-                        # tolerates only its pool's own taints (serving/_model_pod.tolerations),
-                        # none of the unreachable taint, so Kubernetes' default applies.
-                        failover=failover(picker_values(), []))
+                        # The picker as the inferencepool release configures it, and the
+                        # predictor's toleration of an unreachable node (its pool's own taints,
+                        # the rest of its list, have no say in a zone loss).
+                        failover=failover(picker_values(), pod_tolerations(())))
     tier = mp.tier_spec
     return Deployment(
         plan=mp, engine=engine, fleet=fleet,

@@ -18,12 +18,12 @@ Checklist, each item PASS or FAIL (SKIP only for the zone loss when none was sim
 3. GPU utilisation above target at steady state: mean utilisation over the samples with no
    replica starting or draining, no scale event in the last minute and no zone down; target 70 %
    by default (the utilisation target of Knative's KPA, FACTS.md section 7).
-4. zone loss served within the error budget: of the requests arriving from the loss for one
-   cold start (the time the surviving zones carry the load before replacements are ready), plus
-   those failed in flight, the share failed or missing a target is at most
-   1 - percentile/100 x availability (the latency SLO's allowance and the availability's).
-   A loss less than a cold start before the trace ends is judged on what arrives before the end,
-   and the item says how much of the window that was.
+4. zone loss served within the error budget: of the requests arriving from the loss until its
+   replacements can be ready (`zone_loss_window_s`: the surviving zones carry the load until the
+   lost pods are evicted, then for a cold start), plus those failed in flight, the share failed
+   or missing a target is at most 1 - percentile/100 x availability (the latency SLO's allowance
+   and the availability's). A loss less than that window before the trace ends is judged on what
+   arrives before the end, and the item says how much of the window that was.
 """
 
 from __future__ import annotations
@@ -69,6 +69,13 @@ def tail(result: SimResult, mask: np.ndarray, q: float) -> tuple[float, float, i
     t1 = float(np.percentile(ttft, q, method="inverted_cdf"))
     t2 = float(np.percentile(tpot, q, method="inverted_cdf")) if len(tpot) else 0.0
     return t1, t2, n
+
+
+def zone_loss_window_s(dep: Deployment) -> float:
+    """How long a zone loss is judged: the lost pods count for the ReplicaSet until they are
+    evicted (`Failover.evict_s`), and their replacements start only then and take a cold start
+    on a new node; the surviving zones carry the load all that time."""
+    return dep.plan.cold_start.total_s + dep.fleet.failover.evict_s
 
 
 def zone_loss_budget(dep: Deployment) -> float:
@@ -194,7 +201,8 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
     q = dep.percentile
     ttft_t, tpot_t = dep.targets.ttft_s, dep.targets.tpot_s
     cold = dep.plan.cold_start.total_s
-    zone_span = [(zone_loss.at_s, zone_loss.at_s + cold)] if zone_loss else []
+    window = zone_loss_window_s(dep)
+    zone_span = [(zone_loss.at_s, zone_loss.at_s + window)] if zone_loss else []
     in_flight = ~result.ok & (arrival < zone_loss.at_s) if zone_loss else np.zeros(len(arrival), bool)
     outside_zone = ~_in(arrival, zone_span) & ~in_flight
     items = []
@@ -258,9 +266,9 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
         n = int(judged.sum())
         share = bad / n if n else 0.0
         # A cut window's share reads high, so the item says so rather than pass it off as whole.
-        seen = min(cold, max(0.0, float(trace.arrival_s[-1]) - zone_loss.at_s))
+        seen = min(window, max(0.0, float(trace.arrival_s[-1]) - zone_loss.at_s))
         cut = (f"; the trace ends {seen:.0f} s into that window, so only its first requests are "
-               "judged" if zone_loss.at_s > last_whole_window_start(trace.arrival_s, cold) else "")
+               "judged" if zone_loss.at_s > last_whole_window_start(trace.arrival_s, window) else "")
         fo = dep.fleet.failover
         lingers = ("" if fo.instant else f"; its pods picked for {fo.route_s:g} s and replaced from "
                    f"{fo.evict_s:g} s")
@@ -268,12 +276,13 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
             "zone loss served within the error budget", "PASS" if share <= budget + 1e-12 else "FAIL",
             f"zone {_lost_zone(result, zone_loss)} lost at {zone_loss.at_s:g} s: {bad} of {n} requests "
             "failed or missed "
-            f"a target in the next {cold:.0f} s ({share:.2%}; budget {budget:.2%}){lingers}{cut}",
+            f"a target in the next {window:.0f} s ({share:.2%}; budget {budget:.2%}){lingers}{cut}",
             {"bad": bad, "requests": n, "bad_share": _num(share), "error_budget": _num(budget),
-             "failed_in_flight": int(in_flight.sum()), "window_s": _num(cold),
+             "failed_in_flight": int(in_flight.sum()), "window_s": _num(window),
              "window_seen_s": _num(seen)}))
     return items
 
 
 __all__ = ["UTIL_TARGET", "Item", "autoscale_window_s", "busiest_minute", "checklist", "figures",
-           "last_whole_window_start", "latency_series", "scale_up_windows", "tail", "zone_loss_budget"]
+           "last_whole_window_start", "latency_series", "scale_up_windows", "tail", "zone_loss_budget",
+           "zone_loss_window_s"]

@@ -192,8 +192,12 @@ def test_inference_service_carries_the_plan(stack: str, cluster: str, model: str
     assert spec["serviceAccountName"] == "model-server"
     assert spec["nodeSelector"]["rtip.dev/pool"] == plan.pool
     pool = pool_of(stack, cluster, plan.pool)
-    # Tolerates the pool's own taints, exactly.
-    assert {f"{t['key']}={t['value']}:{t['effect']}" for t in spec["tolerations"]} == set(pool["taints"])
+    # Tolerates the pool's own taints, exactly, and an unreachable node for 30 s (serving/failover.py).
+    own = [t for t in spec["tolerations"] if t["operator"] == "Equal"]
+    assert {f"{t['key']}={t['value']}:{t['effect']}" for t in own} == set(pool["taints"])
+    assert [t for t in spec["tolerations"] if t["operator"] != "Equal"] == [
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 30}]
     zone = [c for c in spec["topologySpreadConstraints"] if c["topologyKey"] == "topology.kubernetes.io/zone"]
     assert zone and zone[0]["whenUnsatisfiable"] == "DoNotSchedule" and zone[0]["maxSkew"] == 1
     assert zone[0]["labelSelector"]["matchLabels"].items() <= spec["labels"].items()

@@ -99,13 +99,15 @@ def test_each_further_lost_node_is_evicted_one_eviction_interval_later():
 
 
 # --- the picker the plan configures ---------------------------------------------------------
-def test_the_emitted_picker_drops_stale_endpoints_after_two_seconds():
+def test_the_emitted_picker_drops_stale_endpoints_after_a_second():
     """Kubernetes 1.33's defaults (kube-controller-manager: node-monitor-grace-period 50 s,
-    node-monitor-period 5 s, node-eviction-rate 0.1/s; DefaultTolerationSeconds 300 s) and the
-    picker's 50 ms metrics refresh: with the plan's picker a lost pod leaves the picks 2.05 s
-    after the loss; with the chart's default profile, a second after the API's NotReady at 55 s."""
-    assert fo.stale_filter_s(fo.picker_values()) == 2.0
-    assert fo.failover(fo.picker_values(), []) == Failover(route_s=2.05, not_ready_s=55.0, evict_s=355.0,
+    node-monitor-period 5 s, node-eviction-rate 0.1/s, the NoExecute taint on the pass after
+    Unknown; DefaultTolerationSeconds 300 s), each at its latest: with the plan's picker a lost
+    pod leaves the picks 1 s after the loss (its last good scrape came at the loss or before);
+    with the chart's default profile, a second after the API's NotReady at 50 + 5 s; pods with no
+    toleration of their own are deleted at 55 + 5 + 300 s."""
+    assert fo.stale_filter_s(fo.picker_values()) == 1.0
+    assert fo.failover(fo.picker_values(), []) == Failover(route_s=1.0, not_ready_s=55.0, evict_s=360.0,
                                                            evict_every_s=10.0)
     chart_default = {"pluginsConfigFile": "default-plugins.yaml"}  # the inferencepool chart's value
     assert fo.stale_filter_s(chart_default) is None
@@ -119,29 +121,44 @@ def test_the_emitted_picker_drops_stale_endpoints_after_two_seconds():
 
 
 def test_a_pod_that_tolerates_the_unreachable_taint_is_evicted_that_much_later():
+    """Kubernetes' matching (Toleration.ToleratesTaint): an empty effect, or Exists with no key,
+    matches any taint; the shortest of several matching tolerations wins; no seconds is forever."""
     short = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
               "tolerationSeconds": 30}]
-    assert fo.failover(fo.picker_values(), short).evict_s == 85.0
-    forever = [{"operator": "Exists", "effect": "NoExecute"}]
-    assert fo.failover(fo.picker_values(), forever).evict_s == float("inf")
-    gpu = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
-    assert fo.failover(fo.picker_values(), gpu).evict_s == 355.0
+    assert fo.failover(fo.picker_values(), short).evict_s == 90.0
+    assert fo.unreachable_toleration_s([{"operator": "Exists", "effect": "NoExecute"}]) == float("inf")
+    assert fo.unreachable_toleration_s([{"operator": "Exists"}]) == float("inf")  # every taint, forever
+    both = [*short, {"key": "node.kubernetes.io/unreachable", "operator": "Equal", "effect": "",
+                     "tolerationSeconds": 10}]
+    assert fo.unreachable_toleration_s(both) == 10.0
+    assert fo.unreachable_toleration_s([{**short[0], "tolerationSeconds": -5}]) == 0.0
+    gpu = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+           {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"},
+           {"key": "node.kubernetes.io/unreachable", "operator": "Equal", "value": "x",
+            "effect": "NoExecute"}]
+    assert fo.unreachable_toleration_s(gpu) == fo.DEFAULT_TOLERATION_S
 
 
-def test_every_pool_loads_the_filter_and_no_predictor_tolerates_the_unreachable_taint():
+def test_every_pool_loads_the_filter_and_every_predictor_tolerates_an_unreachable_node_30_s():
     """What the simulator's failover rests on, read off prod's record: each inferencepool release
     starts its picker on the file holding the staleness filter, first in the default profile, and
-    each predictor's tolerations leave the unreachable taint to Kubernetes' default."""
+    each predictor tolerates the unreachable taint for 30 s (evicted at 60 + 30 s), the not-ready
+    one for Kubernetes' default, and spreads over zones counting only nodes it tolerates (so a
+    lost zone, its nodes tainted, stops being a domain its replacements must balance against)."""
     record = record_of("prod")
     pools = [r for r in record.by_type(HELM) if r.inputs["chart"].endswith("/inferencepool")]
     assert pools
     for pool in pools:
         values = pool.inputs["values"]["inferenceExtension"]
-        assert fo.stale_filter_s(values) == 2.0
+        assert fo.stale_filter_s(values) == 1.0
         config = yaml.safe_load(values["pluginsCustomConfig"][values["pluginsConfigFile"]])
         first = config["schedulingProfiles"][0]["plugins"][0]["pluginRef"]
         (detector,) = [p for p in config["plugins"] if p.get("name") == first]
         assert detector["type"] == "utilization-detector"
     for isvc in kind(record, "InferenceService"):
-        tolerations = isvc.inputs["spec"]["predictor"].get("tolerations", [])
-        assert fo.unreachable_toleration_s(tolerations) == fo.DEFAULT_TOLERATION_S, isvc.inputs["metadata"]
+        tolerations = isvc.inputs["spec"]["predictor"]["tolerations"]
+        assert fo.unreachable_toleration_s(tolerations) == 30.0, isvc.inputs["metadata"]
+        assert not [t for t in tolerations if t.get("key") == "node.kubernetes.io/not-ready"]
+        spread = isvc.inputs["spec"]["predictor"]["topologySpreadConstraints"]
+        (zone,) = [c for c in spread if c["topologyKey"] == "topology.kubernetes.io/zone"]
+        assert zone["nodeTaintsPolicy"] == "Honor" and zone["whenUnsatisfiable"] == "DoNotSchedule"

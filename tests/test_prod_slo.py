@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from rtip.cli import main
+from serving.failover import failover
 from serving.simulator import load_azure_2023
 from stacks.simulation import deployment, select, trace_for
-from tests.conftest import SHARED, plan_of
+from tests.conftest import SHARED, plan_of, record_of
+from tests.test_gateway import HELM, kind
 
 CONV = SHARED / "traces" / "azure2023_AzureLLMInferenceTrace_conv.csv"
 # prod's models (stacks/Pulumi.prod.yaml); a test below checks the list is complete.
@@ -44,9 +46,17 @@ def test_prod_passes_every_item_on_the_conversation_trace(model: str, capsys) ->
     failed = {i["item"]: i["detail"] for i in run["checklist"] if i["status"] != "PASS"}
     assert code == 0 and not failed, failed
     assert [i["status"] for i in run["checklist"]] == ["PASS"] * 4  # zone loss simulated, not skipped
-    # ... as it unfolds: picked for 2 s (the filter's threshold and one 50 ms refresh), replaced
-    # after 55 s to NotReady and the 300 s default toleration.
-    assert run["inputs"]["zone_loss_s"] == {"routed_until": 2.05, "not_ready": 55.0, "replaced_from": 355.0}
+    # ... as it unfolds, from what prod's record emits: the picker's filter and the predictor's
+    # tolerations (each with its own test in tests/test_failover.py).
+    record = record_of("prod")
+    (pool,) = [r for r in record.by_type(HELM) if r.inputs["chart"].endswith("/inferencepool")
+               and r.inputs["name"] == model][:1]
+    (isvc,) = [r for r in kind(record, "InferenceService") if r.inputs["metadata"]["name"] == model][:1]
+    emitted = failover(pool.inputs["values"]["inferenceExtension"],
+                       isvc.inputs["spec"]["predictor"]["tolerations"])
+    assert run["inputs"]["zone_loss_s"] == {"routed_until": emitted.route_s, "not_ready": emitted.not_ready_s,
+                                            "replaced_from": emitted.evict_s} == {
+        "routed_until": 1.0, "not_ready": 55.0, "replaced_from": 90.0}
     # A zone lost within its error budget pages nobody: the model's burn-rate alerts, evaluated as
     # Prometheus would over the run, stay quiet.
     assert len(run["slo_alerts"]) == 3

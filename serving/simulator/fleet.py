@@ -276,6 +276,8 @@ class Fleet:
         """Lose `zone`: its nodes vanish and the requests on its replicas are lost; returns the
         replicas lost. With an instant failover they are gone; otherwise they linger (LOST) until
         `route_lost` and `evict` (the caller schedules both from `cfg.failover`)."""
+        if zone in self.down_zones:  # already lost: nothing more goes
+            return []
         self.down_zones.add(zone)
         instant = self.cfg.failover.instant
         lost: list[Replica] = []
