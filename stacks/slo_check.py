@@ -201,8 +201,8 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
     q = dep.percentile
     ttft_t, tpot_t = dep.targets.ttft_s, dep.targets.tpot_s
     cold = dep.plan.cold_start.total_s
-    window = zone_loss_window_s(dep)
-    zone_span = [(zone_loss.at_s, zone_loss.at_s + window)] if zone_loss else []
+    zone_window = zone_loss_window_s(dep)
+    zone_span = [(zone_loss.at_s, zone_loss.at_s + zone_window)] if zone_loss else []
     in_flight = ~result.ok & (arrival < zone_loss.at_s) if zone_loss else np.zeros(len(arrival), bool)
     outside_zone = ~_in(arrival, zone_span) & ~in_flight
     items = []
@@ -266,9 +266,9 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
         n = int(judged.sum())
         share = bad / n if n else 0.0
         # A cut window's share reads high, so the item says so rather than pass it off as whole.
-        seen = min(window, max(0.0, float(trace.arrival_s[-1]) - zone_loss.at_s))
+        seen = min(zone_window, max(0.0, float(trace.arrival_s[-1]) - zone_loss.at_s))
         cut = (f"; the trace ends {seen:.0f} s into that window, so only its first requests are "
-               "judged" if zone_loss.at_s > last_whole_window_start(trace.arrival_s, window) else "")
+               "judged" if zone_loss.at_s > last_whole_window_start(trace.arrival_s, zone_window) else "")
         fo = dep.fleet.failover
         lingers = ("" if fo.instant else f"; its pods picked for {fo.route_s:g} s and replaced from "
                    f"{fo.evict_s:g} s")
@@ -276,9 +276,9 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
             "zone loss served within the error budget", "PASS" if share <= budget + 1e-12 else "FAIL",
             f"zone {_lost_zone(result, zone_loss)} lost at {zone_loss.at_s:g} s: {bad} of {n} requests "
             "failed or missed "
-            f"a target in the next {window:.0f} s ({share:.2%}; budget {budget:.2%}){lingers}{cut}",
+            f"a target in the next {zone_window:.0f} s ({share:.2%}; budget {budget:.2%}){lingers}{cut}",
             {"bad": bad, "requests": n, "bad_share": _num(share), "error_budget": _num(budget),
-             "failed_in_flight": int(in_flight.sum()), "window_s": _num(window),
+             "failed_in_flight": int(in_flight.sum()), "window_s": _num(zone_window),
              "window_seen_s": _num(seen)}))
     return items
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from rtip.stackfile import PROJECT_DIR
+from serving.simulator import Failover
 
 
 def _deployment(stack: str, model: str) -> tuple[Any, Any]:
@@ -244,7 +245,9 @@ def test_zone_loss_sweep_takes_every_moment_and_passes_only_when_each_does(monke
     assert bench.zone_loss_moments(trace, 100.0) == [310.0, 610.0, 910.0]
     assert bench.zone_loss_moments(trace, 101.0) == [310.0, 610.0]
     assert bench.zone_loss_moments(trace, 701.0) == []
-    dep = SimpleNamespace(plan=SimpleNamespace(cold_start=SimpleNamespace(total_s=101.0)))
+    # The window the sweep judges: the cold start after an instant failover (stacks.slo_check).
+    dep = SimpleNamespace(plan=SimpleNamespace(cold_start=SimpleNamespace(total_s=101.0)),
+                          fleet=SimpleNamespace(failover=Failover()))
     shares = {310.0: 0.004, 610.0: 0.02, 910.0: 0.5}  # 910 s would fail, were it run
 
     def fake(dep, trace, policy, at_s):
@@ -306,9 +309,12 @@ def test_zone_loss_sweep_in_worker_processes_matches_the_sweep_in_process() -> N
 
     bench = _load("autoscaling")
     mp, dep = _deployment("dev", "llama-1b")
-    trace = poisson(mp.peak_qps, 1400.0, (1155, 211), seed=6)
-    # dev's cold start, 707 s, fits after 300 and 600 s in 1,400 s, not after 900 s.
-    assert bench.zone_loss_moments(trace, mp.cold_start.total_s) == [
+    trace = poisson(mp.peak_qps, 1500.0, (1155, 211), seed=6)
+    # dev's zone-loss window (a 706.8 s cold start after the lost pods' eviction at 90 s) fits after
+    # 300 and 600 s in 1,500 s, not after 900 s.
+    window = mp.cold_start.total_s + dep.fleet.failover.evict_s
+    assert window == pytest.approx(706.8 + 90.0)
+    assert bench.zone_loss_moments(trace, window) == [
         pytest.approx(float(trace.arrival_s[0]) + t) for t in (300.0, 600.0)]
     here = bench.zone_loss_sweep(dep, trace, "plan")
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
