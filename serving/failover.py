@@ -24,12 +24,13 @@ different times. With Kubernetes 1.33's defaults, which EKS, GKE and AKS do not 
 
 Simulated on the prod plan with the conversation trace and a zone lost as its busiest minute
 began (the checklist's zone-loss item; `tests/test_prod_slo.py`, `benchmarks/autoscaling.py`),
-those 55 s cost every model 3-5x its error budget: the 70B 5.7 % of the window's requests
-against 1.5 %, the 8B 4.6 % against 1.1 %, the VL model 7.1 % against 1.5 %, the 3B 5.7 % against
-2.0 % (0.4, 0.14, 0.14 and 0.14 % with the lost pods gone at once, as the simulator first had
-it). So the picker's profile here filters first with the picker's own `utilization-detector`
-plugin, which also implements `Filter` (`saturationdetector/utilization/detector.go`): an endpoint whose
-metrics are older than `metricsStalenessThreshold` is dropped, failing open when every one is.
+those 56 s cost every model 2.6-4.3x its error budget: the 70B 5.17 % of the window's requests
+against 1.5 %, the 8B 4.19 % against 1.1 %, the VL model 6.40 % against 1.5 %, the 3B 5.16 %
+against 2.0 % (0.41, 0.14, 0.14 and 0.14 % with the lost pods gone and replaced at once, as the
+simulator first had it). So the picker's profile here filters first with the picker's own
+`utilization-detector` plugin, which also implements `Filter`
+(`saturationdetector/utilization/detector.go`): an endpoint whose metrics are older than
+`metricsStalenessThreshold` is dropped, failing open when every one is.
 Its load limits are set out of reach (queue depth 10^6, KV-cache use 1.0 with 1 % headroom), so it
 filters on staleness alone and the scorers balance as before. The threshold is the picker's
 poll timeout, 1 s (`datalayer/collector.go`): an endpoint is dropped once a whole poll timeout has
@@ -39,14 +40,22 @@ The plugin's own default, 200 ms, would drop a live pod on one slow scrape. Each
 window counts: the picker keeps choosing a lost pod on its frozen metrics while the live pods'
 queues grow, so it gets more than its share (the 70B at the code trace's busiest minute: 16 of
 the 29 requests in 2 s went to the lost third, 4 in 1 s), and with 2 s the 70B lost 1.64 % of
-that window against its 1.5 % budget, with 1 s 0.82 %.
+that window against its 1.5 % budget, with 1 s 0.82 % (both with the eviction at 85 s).
 
-A lost pod then leaves the candidates at most 1 s after the loss. The predictors tolerate the
-unreachable taint for 30 s, not 300 (serving/_model_pod.py), so the ReplicaSet replaces them at
-most 90 s after the loss (one node of the zone each 10 s after that), in the surviving zones: the
-zone spread honours node taints, so the lost zone, its nodes tainted, stops counting.
+A lost pod then leaves the candidates at most 1 s after the loss, and the same four runs lose
+0.48, 0.18, 0.36 and 0.26 %. The predictors tolerate the unreachable taint for 30 s, not 300
+(serving/_model_pod.py), so the ReplicaSet replaces them at most 90 s after the loss (one node of
+the zone each 10 s after that), in the surviving zones: the zone spread honours node taints, so
+the lost zone, its nodes tainted, stops counting.
 
-`failover` gives the simulator those times for a plan's pods and picker configuration.
+`failover` gives the simulator those times for a plan's pods and picker configuration. Not
+modelled, each optimistic: the node eviction queue is per zone, shared with every other node
+there (other models' pools, the system pool), so a model's first node may wait its turn; for
+the first 55 s, before the lost zone's nodes are tainted, the zone spread still counts its pods
+and lets each surviving zone take one more replica only (the simulator places freely in the
+zones up); a picker replica, or an Envoy proxy, in the lost zone (Envoy's gRPC stream to the
+picker has no keepalive, so a lost leader can stall a model's requests for minutes; the proxies
+leave the load balancer only when its health checks fail).
 """
 
 from __future__ import annotations
