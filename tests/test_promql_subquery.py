@@ -73,19 +73,27 @@ def _labels(key: tuple[tuple[str, str], ...]) -> str:
     return "{" + ", ".join(f'{k}="{v}"' for k, v in key) + "}"
 
 
-def test_subqueries_deriv_and_predict_linear_agree_with_prometheus(tmp_path: Path) -> None:
-    pairs = [(q, t) for q in QUERIES for t in TIMES]
-    want = promtool.evaluate(SERIES, pairs, tmp_path, interval="15s")
+def _agree_with_prometheus(queries: list[str], times: list[str], folder: Path) -> list[tuple[str, str, dict]]:
+    """Each query at each time, by the simulator over SERIES, equal to promtool's answer;
+    returns (query, time, the simulator's answer)."""
+    pairs = [(q, t) for q in queries for t in times]
+    want = promtool.evaluate(SERIES, pairs, folder, interval="15s")
     full = store()
-    nonzero = 0
+    out = []
     for (query, at), expected in zip(pairs, want, strict=True):
         got = evaluate(query, full, _seconds(at))
         assert isinstance(got, dict)
         assert {_labels(k) for k in got} == set(expected), (query, at, got, expected)
         for key, value in got.items():
             assert value == pytest.approx(expected[_labels(key)], rel=1e-9, abs=1e-9), (query, at)
-            nonzero += value != 0
-    assert nonzero > len(pairs) // 2  # the series move: a query of zeros would prove little
+        out.append((query, at, got))
+    return out
+
+
+def test_subqueries_deriv_and_predict_linear_agree_with_prometheus(tmp_path: Path) -> None:
+    answers = _agree_with_prometheus(QUERIES, TIMES, tmp_path)
+    nonzero = sum(value != 0 for _, _, got in answers for value in got.values())
+    assert nonzero > len(answers) // 2  # the series move: a query of zeros would prove little
 
 
 # On the scrape grid, with windows of whole scrape intervals: every window's left edge is a sample.
@@ -105,15 +113,9 @@ def test_on_the_scrape_grid_windows_leave_out_their_left_edge_as_prometheus_3s_d
     the edge counted (each window 1 s longer) give other values at some of these times (5 of the
     20 here: a counter rising steadily has one rate either way), so this comparison tells the two
     readings apart: promtool 2.42 fails it."""
-    pairs = [(q, t) for q in GRID_QUERIES for t in GRID_TIMES]
-    want = promtool.evaluate(SERIES, pairs, tmp_path, interval="15s")
     full = store()
     edge_counts = 0
-    for (query, at), expected in zip(pairs, want, strict=True):
-        got = evaluate(query, full, _seconds(at))
-        assert isinstance(got, dict) and {_labels(k) for k in got} == set(expected), (query, at, got)
-        for key, value in got.items():
-            assert value == pytest.approx(expected[_labels(key)], rel=1e-9, abs=1e-9), (query, at)
+    for query, at, got in _agree_with_prometheus(GRID_QUERIES, GRID_TIMES, tmp_path):
         closed = evaluate(query.replace("[1m]", "[61s]").replace("[2m]", "[121s]").replace("[3m]", "[181s]"),
                           full, _seconds(at))
         assert isinstance(closed, dict)
