@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from serving import failover
-from serving._model_pod import VLLM_PORT
+from serving._model_pod import VLLM_PORT, ZONE_KEY
 from serving.deployments import MODEL_LABEL
 from serving.gateway import (
     CA_SECRET,
@@ -230,6 +230,12 @@ def ai_gateway_values(images: Images, replicas: int) -> dict[str, Any]:
     }
 
 
+def picker_name(release: str) -> str:
+    """The endpoint picker's name, and its pods' `inferencepool` label, in an inferencepool
+    release (epplib `_helpers.tpl`: the release name, lower-cased, trimmed, cut at 40, + `-epp`)."""
+    return f"{release.lower().strip()[:40]}-epp"
+
+
 def inference_pool_values(model: str, images: Images, replicas: int) -> dict[str, Any]:
     """The `inferencepool` chart for one model: the pool selects the model's predictor pods (the
     label serving/deployments.py puts on them) on vLLM's port; the picker pulls from the region."""
@@ -256,6 +262,16 @@ def inference_pool_values(model: str, images: Images, replicas: int) -> dict[str
             # coming: a lost zone's pods leave the picks in 1 s, not the 50-55 s until the API
             # marks them NotReady (serving/failover.py).
             **failover.picker_values(),
+            # The pickers (a leader and its standby) in different zones where the nodes allow:
+            # a zone lost with both would leave the model with no picker until they are
+            # rescheduled, and the ext_proc filter fails closed. The label is the chart's pod
+            # selector (epplib `_helpers.tpl` selectorLabels: `inferencepool: <release>-epp`, the
+            # release named after the model, components/gateway.py).
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100,
+                "podAffinityTerm": {"topologyKey": ZONE_KEY,
+                                    "labelSelector": {"matchLabels": {"inferencepool": picker_name(model)}}},
+            }]}},
         },
         "provider": {"name": "none"},
     }
@@ -269,5 +285,6 @@ __all__ = [
     "gateway_values",
     "hostnames",
     "inference_pool_values",
+    "picker_name",
     "redis",
 ]

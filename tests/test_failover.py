@@ -139,7 +139,7 @@ def test_a_pod_that_tolerates_the_unreachable_taint_is_evicted_that_much_later()
     assert fo.unreachable_toleration_s(gpu) == fo.DEFAULT_TOLERATION_S
 
 
-def test_every_pool_loads_the_filter_and_every_predictor_tolerates_an_unreachable_node_30_s():
+def test_every_pool_loads_the_filter_spreads_its_pickers_and_every_predictor_tolerates_30_s():
     """What the simulator's failover rests on, read off prod's record: each inferencepool release
     starts its picker on the file holding the staleness filter, first in the default profile, and
     each predictor tolerates the unreachable taint for 30 s (evicted at 60 + 30 s), the not-ready
@@ -155,6 +155,12 @@ def test_every_pool_loads_the_filter_and_every_predictor_tolerates_an_unreachabl
         first = config["schedulingProfiles"][0]["plugins"][0]["pluginRef"]
         (detector,) = [p for p in config["plugins"] if p.get("name") == first]
         assert detector["type"] == "utilization-detector"
+        # Its pickers prefer different zones: the term selects the chart's picker pods, labelled
+        # `inferencepool: <release>-epp` (epplib _helpers.tpl; prod's release names are short and
+        # lower-case already).
+        (term,) = values["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"] == {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {
+            "matchLabels": {"inferencepool": pool.inputs["name"] + "-epp"}}}
     for isvc in kind(record, "InferenceService"):
         tolerations = isvc.inputs["spec"]["predictor"]["tolerations"]
         assert fo.unreachable_toleration_s(tolerations) == 30.0, isvc.inputs["metadata"]
