@@ -21,7 +21,7 @@ from serving.gateway import (
     _meta,
 )
 from serving.manifests import MANAGED
-from serving.netpol import GATEWAY_NAMESPACE
+from serving.netpol import GATEWAY_NAMESPACE, PICKER_LABEL
 
 
 def hostnames(cluster: str) -> list[str]:
@@ -270,7 +270,7 @@ def inference_pool_values(model: str, images: Images, replicas: int) -> dict[str
             "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                 "weight": 100,
                 "podAffinityTerm": {"topologyKey": ZONE_KEY,
-                                    "labelSelector": {"matchLabels": {"inferencepool": picker_name(model)}}},
+                                    "labelSelector": {"matchLabels": {PICKER_LABEL: picker_name(model)}}},
             }]}},
         },
         "provider": {"name": "none"},

@@ -163,7 +163,8 @@ ALERTMANAGER = Pods(MONITORING, (("app.kubernetes.io/name", "alertmanager"),))
 MODEL_SERVERS = Pods(MODELS, exists=(MODEL_POD,))
 # The inferencepool chart (v1.5.0 templates/_helpers.tpl selectorLabels) labels each endpoint
 # picker `inferencepool: <release>-epp`; it serves ext_proc on `inferenceExtension.extProcPort`.
-ENDPOINT_PICKERS = Pods(MODELS, exists=("inferencepool",))
+PICKER_LABEL = "inferencepool"
+ENDPOINT_PICKERS = Pods(MODELS, exists=(PICKER_LABEL,))
 EPP_PORT = 9002
 # The gateway's proxies: Envoy Gateway v1.9.0 labels them app.kubernetes.io/name=envoy
 # (internal/infrastructure/kubernetes/proxy/resource.go EnvoyAppLabel). The listener's port 443
@@ -387,7 +388,8 @@ __all__ = ["AMD", "ANYWHERE", "API_CLIENTS", "CERT_MANAGER", "DENY_ALL", "DNS", 
            "GATEWAY_API_CLIENTS",
            "GATEWAY_NAMESPACE", "GOVERNED", "HTTPS_PORT", "IDENTITY", "ISOLATED", "KEDA", "KSERVE",
            "KUBE_SYSTEM",
-           "MODELS", "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PROMETHEUS_PORT",
+           "MODELS", "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PICKER_LABEL",
+           "PROMETHEUS_PORT",
            "PROXIES", "PROXY_LABEL", "PROXY_METRICS_PORT", "PROXY_PORT", "SYSTEM",
            "WEBHOOKS", "WEBHOOK_PORT", "ClusterNetwork", "Flow", "Outside", "Pods", "Port",
            "namespace_policies",
