@@ -1,14 +1,15 @@
 """How much overload a zone's survivors carry within the error budget: for every prod model's
 first-region placement as the autoscaling benchmark plans it (both Azure traces' token mixes),
 the survivors of a zone lost from the replica floor (min - ceil(min / Z) replicas, behind the
-least-loaded router) under Poisson arrivals at f x the placement's sized rate for one cold start
-(the time a replacement takes), request lengths with the Azure conversation trace's spread around
+least-loaded router) under Poisson arrivals at f x the placement's sized rate for the zone-loss
+window (until the replacements can be ready: the lost pods' eviction and a cold start,
+stacks.slo_check.zone_loss_window_s), request lengths with the Azure conversation trace's spread around
 the trace's means (as the sizing draws them). Reports, per factor, the share of requests that miss
 either target, and the highest factor of the grid whose share is within the checklist's error
 budget (1 - percentile/100 x availability, stacks.slo_check.zone_loss_budget).
 
 The question it answers: is the sized rate (the tier's percentile under steady load, less a 7 %
-margin) a conservative figure that a fleet can exceed for a cold start while a zone is replaced,
+margin) a conservative figure that a fleet can exceed for that window while a zone is replaced,
 so that the zone surplus could be sized against the error budget instead? Prints one row per
 placement and writes benchmarks/results/overload.json (`--seed`: another draw of the requests).
 """
@@ -33,7 +34,7 @@ from rtip.stackfile import load  # noqa: E402
 from serving.replica_sim import SEED, WARMUP_FRACTION, fleet_run, requests_like  # noqa: E402
 from serving.simulator import load_azure_2023  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
-from stacks.slo_check import zone_loss_budget  # noqa: E402
+from stacks.slo_check import zone_loss_budget, zone_loss_window_s  # noqa: E402
 
 FACTORS = (1.0, 1.1, 1.2, 1.4, 1.6)
 OUT = ROOT / "benchmarks" / "results" / "overload.json"
@@ -60,12 +61,12 @@ def miss_share(dep: Deployment, replicas: int, rate: float, seconds: float, mix:
 def row(dep: Deployment, trace_name: str, mix: tuple[int, int], seed: int = SEED) -> dict[str, object]:
     mp = dep.plan
     budget = zone_loss_budget(dep)
-    cold = mp.cold_start.total_s
+    window = zone_loss_window_s(dep)
     s = survivors(dep)
-    shares = {f: round(miss_share(dep, s, mp.capacity.qps * f, cold, mix, seed), 4) for f in FACTORS}
+    shares = {f: round(miss_share(dep, s, mp.capacity.qps * f, window, mix, seed), 4) for f in FACTORS}
     within = [f for f in FACTORS if shares[f] <= budget]
     return {"model": mp.model, "trace": trace_name, "tier": mp.tier, "slice": mp.slice.label,
-            "sized_qps": round(mp.capacity.qps, 3), "survivors": s, "cold_start_s": round(cold),
+            "sized_qps": round(mp.capacity.qps, 3), "survivors": s, "window_s": round(window),
             "error_budget": round(budget, 5), "miss_share": {f"{f:g}": v for f, v in shares.items()},
             "highest_factor_within_budget": max(within) if within else None}
 
@@ -74,8 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default="prod")
     ap.add_argument("--seed", type=int, default=SEED, help="the request draw (the sizing's by default)")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default: results/overload.json, or overload_seed<N>.json for another draw")
     args = ap.parse_args(argv)
+    if args.out is None:  # another draw never overwrites the sizing's
+        args.out = OUT if args.seed == SEED else OUT.with_name(f"overload_seed{args.seed}.json")
     config = load(args.stack)
     out = []
     print(f"{'model':10} {'trace':5} {'qps':>7} {'surv':>4} {'budget':>7}  "
