@@ -70,6 +70,19 @@ def test_prod_loads_every_rule_and_monitor_and_the_chart_default_would_load_none
     assert all("its PrometheusRule is not loaded" in f for f in routes if "names alert" in f)
 
 
+def test_the_chart_labels_its_own_rules_with_its_whole_label_helper() -> None:
+    """A rule selector on any label of the chart's `kube-prometheus-stack.labels` helper (88.5.3
+    templates/_helpers.tpl: managed-by and heritage `Helm`, chart `<name>-<version>`, version)
+    loads the chart's own rules, so its Watchdog and delivery routes keep matching; the plan's
+    rules, which carry none of these, do not load."""
+    rules = sum(n for (k, _), n in _objects_on_first_cluster().items() if k == "PrometheusRule")
+    for labels in ({"heritage": "Helm"}, {"app.kubernetes.io/managed-by": "Helm"},
+                   {"chart": "kube-prometheus-stack-88.5.3", "app.kubernetes.io/version": "88.5.3"}):
+        record, _ = _with_values(_spec(lambda s, m=labels: s.update(ruleSelector={"matchLabels": m})))
+        unloaded, routes = _split([f.message for f in check_alerts(record)])
+        assert len(unloaded) == rules and len(routes) == PLAN_ROUTE_FINDINGS, (labels, routes)
+
+
 def test_a_null_rule_selector_matches_nothing_and_agent_mode_evaluates_no_rules() -> None:
     objects = _objects_on_first_cluster()
     rules = sum(n for (k, _), n in objects.items() if k == "PrometheusRule")

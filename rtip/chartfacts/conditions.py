@@ -102,7 +102,7 @@ def lookup(values: Mapping[str, Any], path: list[str]) -> Any:
 
 def truthy(value: Any) -> bool:
     """Go template truth: false, 0, nil and empty strings and collections are false."""
-    return value is not MISSING and value is not None and bool(value)
+    return value is not MISSING and bool(value)
 
 
 def evaluate(cond: Condition | None, values: Mapping[str, Any]) -> bool | None:

@@ -30,10 +30,8 @@ from typing import Any
 
 import yaml
 
-from rtip.chartfacts import ALERTS_SUFFIX
+from rtip.chartfacts import ALERTS_SUFFIX, FACTS_DIR
 from rtip.chartfacts.conditions import Condition, all_of, chart_condition, lookup, parse
-
-FACTS_DIR = Path(__file__).resolve().parent
 
 # Conditions a KINDS.txt states only in a header comment, not in a line's `[if ...]`: the comment
 # must still be in the file (or generation stops), and the condition is written in template words.

@@ -33,11 +33,10 @@ from rtip.chartfacts import rules as chart_rules
 from rtip.deploycheck.alert_match import fired_alerts, route_problems
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import HELM_RELEASE, cluster_of
-from rtip.deploycheck.monitor_select import Loader, selection_problems
+from rtip.deploycheck.monitor_select import CHART, Loader, selection_problems
 from rtip.offline import Record
 
 CHECK = "alerts"
-CHART = "kube-prometheus-stack"
 OPERATOR_SECRETS_DIR = "/etc/alertmanager/secrets"
 URL_FILE_SINCE = (0, 26)
 
@@ -89,14 +88,15 @@ def check_alerts(record: Record) -> list[Finding]:
         config = (merged.get("alertmanager") or {}).get("config") or {}
         routes = (config.get("route") or {}).get("routes") or []
         chart_alerts = chart_rules.for_chart(facts.folder, facts.version)
+        loader = Loader.of(record, release, merged)
         if routes and chart_alerts is None:
             messages.append((Severity.ERROR, f"no vendored default-rule facts for {CHART} "
                              f"{facts.version}, so its routes cannot be checked: run python -m "
                              "rtip.chartfacts.rules on the chart at its tag"))
         elif routes:
-            fired, why_not = fired_alerts(record, Loader.of(record, release, merged), chart_alerts or ())
-            messages += route_problems(routes, fired, why_not, {a.alert for a in chart_alerts or ()})
-        messages += [(Severity.ERROR, m) for m in selection_problems(record, release, merged)]
+            fired, why_not = fired_alerts(record, loader, chart_alerts)
+            messages += route_problems(routes, fired, why_not, {a.alert for a in chart_alerts})
+        messages += [(Severity.ERROR, m) for m in selection_problems(loader)]
         for severity, message in messages:
             findings.append(Finding(CHECK, release.urn, f"{where}: {message}", severity))
     return findings

@@ -25,6 +25,8 @@ from rtip.deploycheck.graph import LABEL_OPERATORS, api_kind, cluster_of, object
 from rtip.offline import Record, Resource
 from serving.netpol import NS_LABEL
 
+CHART = "kube-prometheus-stack"
+
 GROUP = "monitoring.coreos.com"
 # kind: (selector, its NilUsesHelmValues switch, namespace selector)
 SELECTORS = {
@@ -84,20 +86,27 @@ class Loader:
     values: Mapping[str, Any]
     name: str
     namespace: str
+    version: str = ""  # the chart's version, as the release pins it
 
     @classmethod
     def of(cls, record: Record, release: Resource, values: Mapping[str, Any]) -> Loader:
         return cls(record, cluster_of(record, release), values,
                    str(release.inputs.get("name") or release.name),
-                   str(release.inputs.get("namespace") or "default"))
+                   str(release.inputs.get("namespace") or "default"),
+                   str(release.inputs.get("version") or ""))
 
     def chart_labels(self) -> dict[str, str]:
-        """The labels the chart puts on the PrometheusRules it renders (`app` and the
-        `kube-prometheus-stack.labels` helper: `release` among them, and `commonLabels`)."""
-        app = str(self.values.get("nameOverride") or "kube-prometheus-stack")[:50]
+        """The labels the chart puts on the PrometheusRules it renders: `app` and the
+        `kube-prometheus-stack.labels` helper (88.5.3 templates/_helpers.tpl: managed-by, instance,
+        version, part-of, chart, release, heritage, then `commonLabels`); Helm's
+        `.Release.Service` is `Helm`, the name `nameOverride` or the chart's, cut at 50 and
+        without a trailing '-'."""
+        app = str(self.values.get("nameOverride") or CHART)[:50].rstrip("-")
+        version = self.version.replace("+", "_")
         common = string_map(self.values.get("commonLabels"))
-        return {"app": app, "app.kubernetes.io/instance": self.name, "app.kubernetes.io/part-of": app,
-                "release": self.name, **common}
+        return {"app": app, "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": self.name,
+                "app.kubernetes.io/version": version, "app.kubernetes.io/part-of": app,
+                "chart": f"{CHART}-{version}", "release": self.name, "heritage": "Helm", **common}
 
     def why_not(self, kind: str, labels: Mapping[str, str], namespace: str) -> str | None:
         """Why the Prometheus would not load an object of `kind` (None: it would)."""
@@ -137,11 +146,11 @@ class Loader:
         return None
 
 
-def selection_problems(record: Record, release: Resource, values: Mapping[str, Any]) -> list[str]:
+def selection_problems(loader: Loader) -> list[str]:
     """What the release's Prometheus would not load of the plan's PrometheusRules, PodMonitors,
     ServiceMonitors and Probes on its cluster (the plan declares rules and PodMonitors; the
     exporters' ServiceMonitors come from their own charts and are not the plan's objects)."""
-    loader = Loader.of(record, release, values)
+    record = loader.record
     out: list[str] = []
     for res in record.resources:
         kind = api_kind(res)
@@ -158,4 +167,4 @@ def selection_problems(record: Record, release: Resource, values: Mapping[str, A
     return out
 
 
-__all__ = ["SELECTORS", "Loader", "rendered_selector", "selection_problems", "selects"]
+__all__ = ["CHART", "SELECTORS", "Loader", "rendered_selector", "selection_problems", "selects"]
