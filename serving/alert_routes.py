@@ -52,7 +52,9 @@ def slo_alerts(severity: str) -> tuple[str, ...]:
 
 RECEIVER_SECRET = "rtip-slo-alert-receivers"
 SECRETS_DIR = "/etc/alertmanager/secrets"
-SEVERITIES = ("page", "ticket")  # the SLO alerts'
+# The SLO alerts' severities, in the routes' order: every one some toolkit alert fires at, so no
+# route is written for a severity whose alert list would be empty.
+SEVERITIES = tuple(dict.fromkeys([*(a.severity for a in BURN_ALERTS), ABSENT_SEVERITY]))
 HEARTBEAT = "heartbeat"  # the chart's Watchdog, for a dead man's switch
 WEBHOOKS = (*SEVERITIES, HEARTBEAT)  # every key a stack's `alert_webhooks` may name
 # The chart's own entries the lists replace (values.yaml `alertmanager.config`).
