@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import autoscaling as bench  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
-from serving.autoscaling import POLLING_INTERVAL_S, completion_rate, zone_query  # noqa: E402
+from serving.autoscaling import POLLING_INTERVAL_S, completion_rate, with_lost_pods, zone_query  # noqa: E402
 from serving.simulator import Trace, load_azure_2023  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
 
@@ -71,7 +71,8 @@ def variant_query(dep: Deployment, variant: str) -> str:
     else:
         raise ValueError(variant)
     # The branch then asks for 1 + load / (q (Z - 1) / Z): the growth is in `load`, not in k.
-    return zone_query(selector, load_, a.threshold / a.zone_rate_qps, a.ceiling_qps, a.threshold)
+    branch = zone_query(selector, load_, a.threshold / a.zone_rate_qps, a.ceiling_qps, a.threshold)
+    return with_lost_pods(branch, a.threshold, a.lost, a.min_replicas)
 
 
 def with_query(dep: Deployment, query: str) -> Deployment:

@@ -45,7 +45,10 @@ A lost pod then leaves the candidates at most 1 s after the loss, and the same f
 0.48, 0.18, 0.36 and 0.26 %. The predictors tolerate the unreachable taint for 30 s, not 300
 (serving/_model_pod.py), so the ReplicaSet replaces them at most 90 s after the loss (one node of
 the zone each 10 s after that), in the surviving zones: the zone spread honours node taints, so
-the lost zone, its nodes tainted, stops counting.
+the lost zone, its nodes tainted, stops counting. Sooner where the fleet is below its maximum:
+the autoscaling query counts a pod whose scrapes fail after it served (`lost_pod_window_s`,
+serving/autoscaling.py) as one more replica wanted, from the first poll after its first failed
+scrape.
 
 `failover` gives the simulator those times for a plan's pods and picker configuration. Not
 modelled, each optimistic: the node eviction queue is per zone, shared with every other node
@@ -61,6 +64,7 @@ from __future__ import annotations
 
 import yaml
 
+from serving._model_pod import tolerations as pod_tolerations
 from serving.simulator import Failover
 from serving.simulator.promql import duration_s
 
@@ -171,6 +175,19 @@ def failover(picker: dict[str, object], tolerations: list[dict[str, object]]) ->
                     evict_every_s=NODE_EVICTION_EVERY_S)
 
 
+def predictor_failover() -> Failover:
+    """`failover` for the predictors as emitted: the picker's values and the pods' tolerations (a
+    pool's own taints add none for the unreachable one)."""
+    return failover(picker_values(), pod_tolerations(()))
+
+
+def lost_pod_window_s(scrape_interval_s: float) -> float:
+    """How long after its last good scrape a predictor on a lost node can still count for its
+    ReplicaSet: its first node's eviction, the loss having come up to one scrape interval after
+    that scrape (the autoscaling query's lost-pod term looks back this far)."""
+    return predictor_failover().evict_s + scrape_interval_s
+
+
 __all__ = ["DEFAULT_TOLERATION_S", "NODE_EVICTION_EVERY_S", "NODE_MONITOR_GRACE_S", "NODE_MONITOR_PERIOD_S",
-           "PLUGINS_FILE", "STALE_AFTER", "failover", "picker_config", "picker_values", "stale_filter_s",
-           "unreachable_toleration_s"]
+           "PLUGINS_FILE", "STALE_AFTER", "failover", "lost_pod_window_s", "picker_config", "picker_values",
+           "predictor_failover", "stale_filter_s", "unreachable_toleration_s"]

@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
-from serving._model_pod import tolerations as pod_tolerations
 from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.deployments import predictor_deployment
-from serving.failover import failover, picker_values
+from serving.failover import predictor_failover
 from serving.hardware import Cloud
 from serving.karpenter import consolidate_after_s
 from serving.models import CATALOG
@@ -182,7 +181,7 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
                         # The picker as the inferencepool release configures it, and the
                         # predictor's toleration of an unreachable node (its pool's own taints,
                         # the rest of its list, have no say in a zone loss).
-                        failover=failover(picker_values(), pod_tolerations(())))
+                        failover=predictor_failover())
     tier = mp.tier_spec
     return Deployment(
         plan=mp, engine=engine, fleet=fleet,

@@ -23,29 +23,33 @@ from tests.conftest import SHARED
 CRD = SHARED / "crds" / "keda" / "keda.sh_scaledobjects.yaml"
 LLAMA_8B = CATALOG["llama-3.1-8b-instruct"]
 PROF = profile(LLAMA_8B, SliceKind(GpuModel.H100_80GB), Quantization.FP8)
+LOST_WINDOW_S = 105.0  # a lost pod counts for the ReplicaSet for up to this long after its last scrape
 
 
 def _scaling(tier: Tier, peak: float = 30.0, cold_s: float = 900.0, zones: int = 3):
     spec = TIERS[tier]
     cap = replica_capacity(LLAMA_8B, PROF, spec, 1155, 211)
     reps = region_replicas(peak, cap.qps, zones, spec, cold_s)
-    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak), cap, reps
+    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak,
+                       LOST_WINDOW_S), cap, reps
 
 
 def test_trigger_is_the_models_requests_in_flight() -> None:
     """The query, run by the simulated Prometheus, adds running and waiting over this model's
-    pods only: 7 + 2 + 5 + 0 = 14, not the other model's or namespace's. (One zone: no zone-loss
-    branch; the next test covers it.)"""
+    pods only: 210 + 60 + 150 + 0 = 420, not the other model's or namespace's; below the floor's
+    worth (2 replicas x the threshold) it reads that. (One zone: no zone-loss branch; the next
+    test covers it.)"""
     scaling, _, _ = _scaling(Tier.STANDARD, zones=1)
-    store = Store()
-    rows = [("chat", "models", "p1", 7, 2), ("chat", "models", "p2", 5, 0), ("other", "models", "p3", 40, 9),
-            ("chat", "elsewhere", "p4", 30, 30)]
-    for model, ns, pod, running, waiting in rows:
-        labels = (("model_name", model), ("namespace", ns), ("pod", pod))
-        store.add(10.0, RUNNING, labels, running)
-        store.add(10.0, WAITING, labels, waiting)
-    value = evaluate(scaling.query, store, 12.0)
-    assert value == {(): 14.0}
+    assert scaling.min_replicas == 2 and 2 * scaling.threshold < 420
+    for scale, want in ((1.0, 420.0), (0.1, 2 * scaling.threshold)):
+        store = Store()
+        rows = [("chat", "models", "p1", 210, 60), ("chat", "models", "p2", 150, 0),
+                ("other", "models", "p3", 400, 90), ("chat", "elsewhere", "p4", 300, 300)]
+        for model, ns, pod, running, waiting in rows:
+            labels = (("model_name", model), ("namespace", ns), ("pod", pod))
+            store.add(10.0, RUNNING, labels, running * scale)
+            store.add(10.0, WAITING, labels, waiting * scale)
+        assert evaluate(scaling.query, store, 12.0) == {(): pytest.approx(want)}
 
 
 def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
@@ -57,11 +61,12 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
     _, cap, reps = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     zoned = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=3),
-                        1155, 211, 8.0)
-    assert zoned.threshold == 28.0
-    # (in flight, completions a second over two pods, replicas wanted)
+                        1155, 211, 8.0, LOST_WINDOW_S)
+    assert zoned.threshold == 28.0 and zoned.min_replicas == 3  # the floor: one a zone
+    # (in flight, completions a second over two pods, replicas wanted; idle, the query reads
+    # the floor's worth, 3 x 28)
     for in_flight, rate, replicas in ((14, 3.0, 4), (100, 3.0, 4), (300, 3.0, 11), (14, 6.0, 7),
-                                      (14, 12.0, 7), (300, 12.0, 11), (0, 0.0, 1)):
+                                      (14, 12.0, 7), (300, 12.0, 11), (0, 0.0, 3)):
         store = Store()
         for pod, share in (("p1", 0.25), ("p2", 0.75)):
             labels = (("model_name", "chat"), ("namespace", "models"), ("pod", pod))
@@ -70,18 +75,51 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
             for t in range(0, 121, 15):  # a counter rising at `rate x share` a second
                 store.add(float(t), SUCCESS, labels, 5.0 + rate * share * t)
         (value,) = evaluate(zoned.query, store, 120.0).values()
-        # desired = ceil(value / 28) = max(ceil(in flight / 28), ceil(1 + rate / (16/15)))
+        # desired = ceil(value / 28) = max(ceil(in flight / 28), ceil(1 + rate / (16/15)), 3)
         assert math.ceil(value / zoned.threshold - 1e-9) == replicas
-        if in_flight < 28 * replicas - 28:  # the zone branch decides: its closed form agrees
+        if in_flight < 28 * replicas - 28 and rate:  # the zone branch decides: its closed form agrees
             assert zoned.zone_replicas(rate) == replicas
         # The survivors of the worst zone (ceil(R / 3) lost) at 2 req/s each carry the rate and
         # its 25 % growth, up to the ceiling, until replacements are ready.
         assert (replicas - math.ceil(replicas / 3)) * 2.0 >= min(rate * 1.25, 8.0)
     # One zone: nothing to survive, the plain sum.
     single = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=1),
-                         1155, 211, 8.0)
-    assert single.query.startswith("sum(") and "clamp_min" not in single.query
+                         1155, 211, 8.0, LOST_WINDOW_S)
+    assert "clamp_max" not in single.query and "request_success_total" not in single.query
     assert single.zone_replicas(12.0) is None
+
+
+def test_a_pod_that_stopped_answering_after_serving_adds_one_replica_while_the_replicaset_counts_it() -> None:
+    """Four pods of the model, scraped every 15 s: p1 serves throughout (700 running, 200 waiting);
+    p2 served until its node went after the 90 s scrape: from 105 s its scrapes fail (`up` 0, its
+    series marked stale); p3 is loading its model (`up` 0, never served); p4 was scaled in at
+    60 s (its target gone, every series stale). One zone, so the query is the in-flight sum plus
+    the lost term: at 120 s, 900 in flight (p2's stale numbers no longer count) plus one
+    threshold for p2 alone; once p2's last good sample (90 s) is 105 s old it no longer counts."""
+    scaling, _, _ = _scaling(Tier.STANDARD, zones=1)
+    store = Store()
+    ns = "models"
+    for t in range(0, 301, 15):
+        for pod in ("p1", "p2", "p3", "p4"):
+            target = (("namespace", ns), ("pod", pod))
+            served = pod == "p1" or (pod == "p2" and t <= 90) or (pod == "p4" and t < 60)
+            if pod == "p4" and t >= 60:
+                continue
+            store.add(float(t), "up", target, 1.0 if served else 0.0)
+            if served:
+                labels = (("model_name", "chat"), ("namespace", ns), ("pod", pod))
+                store.add(float(t), RUNNING, labels, 700.0 if pod == "p1" else 300.0)
+                store.add(float(t), WAITING, labels, 200.0 if pod == "p1" else 100.0)
+    store.mark_stale(105.0, "pod", "p2", keep="up")
+    store.mark_stale(60.0, "pod", "p4")
+    threshold = scaling.threshold
+    assert 900.0 > scaling.min_replicas * threshold  # above the floor's worth
+    assert evaluate(scaling.query, store, 90.0) == {(): pytest.approx(900.0 + 400.0)}  # p2 still answers
+    assert evaluate(scaling.query, store, 120.0) == {(): pytest.approx(900.0 + threshold)}
+    assert evaluate(scaling.query, store, 194.0) == {(): pytest.approx(900.0 + threshold)}
+    assert evaluate(scaling.query, store, 196.0) == {(): pytest.approx(900.0)}
+    # Without the serving filter, the loading pod would count as lost too.
+    assert evaluate('count(up{namespace="models"} == 0)', store, 120.0) == {(): 2.0}
 
 
 def test_target_is_in_flight_at_capacity_less_the_headroom() -> None:

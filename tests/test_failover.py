@@ -10,11 +10,13 @@ import pytest
 import yaml
 
 from serving import failover as fo
+from serving.autoscaling import in_flight_sum, lost_pods, with_lost_pods
 from serving.simulator import (
     ColdStartSpec,
     EngineConfig,
     Failover,
     FleetConfig,
+    KedaAutoscaler,
     SimConfig,
     StepTime,
     Targets,
@@ -168,3 +170,28 @@ def test_every_pool_loads_the_filter_spreads_its_pickers_and_every_predictor_tol
         spread = isvc.inputs["spec"]["predictor"]["topologySpreadConstraints"]
         (zone,) = [c for c in spread if c["topologyKey"] == "topology.kubernetes.io/zone"]
         assert zone["nodeTaintsPolicy"] == "Honor" and zone["whenUnsatisfiable"] == "DoNotSchedule"
+
+
+def test_the_lost_pod_term_starts_a_replacement_at_the_first_failed_scrape_not_the_eviction():
+    """Three replicas, one a zone, at their floor (a threshold no load reaches: the query's floor
+    term holds them). Zone a goes at 100 s, its pod evicted at 190 s. The scrape that began at 105 s
+    fails at its timeout, which Prometheus knows by the 120 s scrape; the poll after it asks for
+    one more replica: its replacement is created at 120 s, the replacement still loading its
+    model (`up` 0, never served) asks for none, and the eviction at 190 s, the HPA still holding
+    four, adds the second. Without the term the only replacement comes at the eviction."""
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0)
+    selector = '{namespace="default",model_name="model"}'
+    plain = in_flight_sum(selector)
+    trace = poisson(3.0, 500, (300, 100), seed=4)
+
+    def created(query: str) -> list[float]:
+        spec = {"minReplicaCount": 3, "maxReplicaCount": 6, "pollingInterval": 15,
+                "triggers": [{"type": "prometheus", "metadata": {"query": query, "threshold": "1000"}}]}
+        auto = KedaAutoscaler(spec)
+        auto.warm(3)
+        run = Simulation(trace, _cfg(failover), "least-loaded", auto)
+        run.run()
+        return [r.created_s for r in run.fleet.replicas[3:]]
+
+    assert created(with_lost_pods(plain, 1000, lost_pods(selector, "default", 105.0), 3)) == [120.0, 190.0]
+    assert created(plain) == [190.0]

@@ -33,18 +33,20 @@ def _store(dep, rate_at, until_s: float, in_flight: float = 1.0) -> Store:
 
 
 def test_the_stated_variant_is_the_plans_query_and_the_others_change_only_the_growth() -> None:
-    """Every variant keeps the plan's tail (+ T and the in-flight branch) and asks for its cap at
-    the stated ceiling: k x ceiling, k = T / zone rate (the plan's k carries (1 + h))."""
+    """Every variant keeps the plan's tail (+ T, the in-flight branch, the floor and the lost-pod
+    term) and asks for its cap at the stated ceiling: k x ceiling, k = T / zone rate (the plan's
+    k carries (1 + h))."""
     bench = _load("predictive")
     mp, dep = _deployment("prod", "llama-70b")
     a = mp.autoscaling
     plan_query = a.query
     assert bench.variant_query(dep, "stated") == plan_query
     tail = plan_query[plan_query.index(f" + {a.threshold:g}, scalar("):]
+    assert tail.endswith(f" + {a.threshold:g} * ({a.lost})") and "up{" in a.lost
     k = round(a.threshold / a.zone_rate_qps, 4)
     for variant in bench.VARIANTS[1:]:
         q = bench.variant_query(dep, variant)
-        assert q.startswith("clamp_min(clamp_max(") and q.endswith(tail)
+        assert q.startswith("clamp_min(clamp_min(clamp_max(") and q.endswith(tail)
         assert q.removesuffix(tail).endswith(f" * {k:g}, {round(a.ceiling_qps * k, 2):g})")
         assert ("predict_linear(" in q) == variant.startswith("predict-")
 

@@ -20,6 +20,7 @@ from itertools import pairwise
 
 Labels = tuple[tuple[str, str], ...]
 LOOKBACK_S = 300.0
+UP = "up"  # what Prometheus writes for each scrape of a target: 1 answered, 0 failed
 
 
 @dataclass(slots=True)
@@ -60,11 +61,14 @@ class Store:
         series.times.append(t)
         series.values.append(value)
 
-    def mark_stale(self, t: float, label: str, value: str) -> None:
-        """Every series with `label`=`value` ends at `t` (Prometheus writes a staleness marker
-        when a scrape target disappears)."""
+    def mark_stale(self, t: float, label: str, value: str, keep: str | None = None) -> None:
+        """Every series with `label`=`value` ends at `t`, but those of the metric `keep`
+        (Prometheus writes a staleness marker when a scrape target disappears or fails its scrape;
+        a failed scrape still writes the target's `up`, 0)."""
         self._arrived(t)
-        for by_labels in self._by_name.values():
+        for name, by_labels in self._by_name.items():
+            if name == keep:
+                continue
             for labels, series in by_labels.items():
                 if (label, value) in labels and series.stale_at > t:
                     series.stale_at = t
@@ -121,4 +125,4 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
     return start + (pairs[b][0] - start) * (rank / count if count else 1.0)
 
 
-__all__ = ["LOOKBACK_S", "Labels", "Series", "Store", "bucket_quantile", "extrapolated_rate"]
+__all__ = ["LOOKBACK_S", "UP", "Labels", "Series", "Store", "bucket_quantile", "extrapolated_rate"]

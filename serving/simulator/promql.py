@@ -2,10 +2,12 @@
 
 Enough PromQL for autoscaling queries: instant and range selectors with `=`, `!=`, `=~`, `!~`
 matchers; `sum`/`avg`/`max`/`min`/`count` with `by (...)` or `without (...)` in either position;
-`rate`, `increase`, `avg_over_time`, `max_over_time`, `deriv`, `predict_linear`;
-`histogram_quantile`; `clamp_min`, `clamp_max`, `abs`, `scalar`, `vector`; subqueries
-`expr[range:step]` (with their step); `+ - * /` between expressions and numbers, with
-parentheses and unary minus. Semantics follow Prometheus (promql/functions.go, quantile.go):
+`rate`, `increase`, `avg_over_time`, `max_over_time`, `present_over_time`, `deriv`,
+`predict_linear`; `histogram_quantile`; `clamp_min`, `clamp_max`, `abs`, `scalar`, `vector`;
+subqueries `expr[range:step]` (with their step); `+ - * /` between expressions and numbers, with
+parentheses and unary minus; comparisons (`== != > < >= <=`, as filters, without `bool`); `and`,
+`or`, `unless` with `on (...)` or `ignoring (...)`. Semantics follow Prometheus (promql/functions.go,
+quantile.go):
 - an instant selector takes each series' newest sample within the 5-minute lookback, unless the
   series went stale (its target disappeared) before;
 - a range selector takes the samples in (t - range, t];
@@ -18,7 +20,9 @@ parentheses and unary minus. Semantics follow Prometheus (promql/functions.go, q
 - `histogram_quantile` interpolates linearly inside the bucket holding rank q x count, returns the
   upper bound of the last finite bucket if the rank falls in +Inf, and NaN without data;
 - binary operators between two vectors match series with identical labels (one-to-one); the metric
-  name is dropped by functions, aggregations and arithmetic.
+  name is dropped by functions, aggregations and arithmetic;
+- a comparison keeps the series that compare true, with the vector's value; `or` keeps every
+  left series and adds the right ones whose labels (or `on` labels) no left series has.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import re
 
 from serving.simulator.prometheus import LOOKBACK_S, Labels, Series, Store
 from serving.simulator.promql_eval import (
+    COMPARISONS,
     Evaluator,
     Matcher,
     Node,
@@ -35,8 +40,10 @@ from serving.simulator.promql_eval import (
     Vector,
     _aggregate,
     _binary,
+    _filter,
     _function,
     _selector,
+    _set_op,
     _subquery,
 )
 
@@ -46,7 +53,7 @@ _TOKEN = re.compile(r"""\s*(?:
   | (?P<dur>\d+(?:ms|s|m|h|d|w|y))
   | (?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)
   | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
-  | (?P<op>=~|!~|!=|==|[-+*/(){}\[\],=])
+  | (?P<op>=~|!~|!=|==|<=|>=|[-+*/(){}\[\],=<>])
 )""", re.VERBOSE)
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 AGGREGATIONS = frozenset({"sum", "avg", "max", "min", "count"})
@@ -106,7 +113,41 @@ class _Parser:
             raise PromQLError(f"PromQL: unexpected {self.peek()[1]!r} in {self.query!r}")
         return node
 
+    # Precedence, lowest first, as Prometheus's: or; and, unless; comparisons; + -; * /.
     def expr(self) -> Node:
+        node = self.conjunction()
+        while self.peek() == ("name", "or"):
+            self.take()
+            node = _set_op("or", self.matching(), node, self.conjunction())
+        return node
+
+    def conjunction(self) -> Node:
+        node = self.comparison()
+        while self.peek()[0] == "name" and self.peek()[1] in ("and", "unless"):
+            op = self.take()[1]
+            node = _set_op(op, self.matching(), node, self.comparison())
+        return node
+
+    def matching(self) -> tuple[str, tuple[str, ...]] | None:
+        """A set operator's `on (...)` or `ignoring (...)`; group modifiers are not supported."""
+        if self.peek()[0] == "name" and self.peek()[1] in ("on", "ignoring"):
+            keep = self.take()[1]
+            names = self.labels_list()
+            if self.peek()[1] in ("group_left", "group_right"):
+                raise PromQLError(f"PromQL: {self.peek()[1]} is not supported in {self.query!r}")
+            return keep, names
+        return None
+
+    def comparison(self) -> Node:
+        node = self.sum()
+        while self.peek()[1] in COMPARISONS:
+            op = self.take()[1]
+            if self.peek() == ("name", "bool"):
+                raise PromQLError(f"PromQL: the `bool` modifier is not supported in {self.query!r}")
+            node = _filter(op, node, self.sum(), self.query)
+        return node
+
+    def sum(self) -> Node:
         node = self.term()
         while self.peek()[1] in ("+", "-"):
             op = self.take()[1]

@@ -114,6 +114,12 @@ def _function(name: str, args: list[Node], query: str) -> Node:
                     out[labels] = v
             return out
         return rate
+    if name == "present_over_time":
+        # 1 for every series with a sample in the range: one whose target failed its last scrapes
+        # still has the samples from before its staleness marker (range selectors skip only the
+        # marker).
+        arg = _range_arg(args, name, query)
+        return lambda ev: dict.fromkeys(arg(ev), 1.0)  # type: ignore[arg-type]
     if name in ("avg_over_time", "max_over_time"):
         arg = _range_arg(args, name, query)
         reduce = max if name == "max_over_time" else (lambda v: sum(v) / len(v))
@@ -283,3 +289,45 @@ def _binary(op: str, left: Node, right: Node) -> Node:
     return run  # type: ignore[return-value]
 
 
+COMPARISONS = ("==", "!=", ">=", "<=", ">", "<")
+
+
+def _compares(op: str, a: float, b: float) -> bool:
+    return {"==": a == b, "!=": a != b, ">=": a >= b, "<=": a <= b, ">": a > b, "<": a < b}[op]
+
+
+def _filter(op: str, left: Node, right: Node, query: str) -> Node:
+    """A comparison without `bool`: the vector's series whose value compares true, each keeping
+    its value (the vector's, on either side of a number; the left one's between two vectors
+    matched one-to-one). Between two numbers Prometheus refuses it without `bool`."""
+    def run(ev: Evaluator) -> Vector:
+        a, b = left(ev), right(ev)
+        if isinstance(a, dict) and isinstance(b, dict):
+            return {lab: v for lab, v in a.items() if lab in b and _compares(op, v, b[lab])}
+        if isinstance(a, dict):
+            return {lab: v for lab, v in a.items() if _compares(op, v, b)}  # type: ignore[arg-type]
+        if isinstance(b, dict):
+            return {lab: v for lab, v in b.items() if _compares(op, a, v)}
+        raise PromQLError(f"PromQL: a comparison between two numbers needs `bool` in {query!r}")
+    return run
+
+
+def _set_op(op: str, matching: tuple[str, tuple[str, ...]] | None, left: Node, right: Node) -> Node:
+    """`and`, `or`, `unless` between instant vectors, matching series on all their labels or on
+    those `on (...)` names (or all but those `ignoring (...)` names): `and` keeps the left series
+    with a match on the right, `unless` those without, `or` every left series and the right ones
+    with no match on the left. The values are each side's own."""
+    def key(labels: Labels) -> Labels:
+        if matching is None:
+            return tuple(sorted(labels))
+        keep, names = matching
+        return tuple(sorted(kv for kv in labels if (kv[0] in names) == (keep == "on")))
+
+    def run(ev: Evaluator) -> Vector:
+        a, b = _as_vector(left(ev), op), _as_vector(right(ev), op)
+        if op == "or":
+            seen = {key(lab) for lab in a}
+            return {**a, **{lab: v for lab, v in b.items() if key(lab) not in seen}}
+        other = {key(lab) for lab in b}
+        return {lab: v for lab, v in a.items() if (key(lab) in other) == (op == "and")}
+    return run

@@ -23,6 +23,7 @@ from serving.simulator.config import FULLEST, EngineConfig, FleetConfig, Targets
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
+from serving.simulator.prometheus import UP
 from serving.simulator.promql import Store
 from serving.simulator.results import ReplicaStart, SimResult
 from serving.simulator.router import Router, make_router
@@ -79,7 +80,8 @@ class Simulation:
         self._zones_lost: list[tuple[float, str]] = []
         self._last_busy: dict[int, tuple[float, float]] = {}  # rid -> (time, busy_s) at last scrape
         self._util_mark: dict[int, tuple[float, float]] = {}  # the same, at the last autoscaler read
-        self._stale_marked: set[int] = set()
+        self._stale_marked: set[int] = set()  # lost pods whose series a failed scrape ended
+        self._gone_marked: set[int] = set()  # deleted pods, every series ended
         self._series: dict[str, list[float]] = {k: [] for k in (
             "t", "ready", "starting", "draining", "waiting", "running", "kv_usage", "gpu_util")}
         self._sample_busy: dict[int, float] = {}
@@ -161,13 +163,28 @@ class Simulation:
         base = (("model_name", self.cfg.model_name), ("namespace", self.cfg.namespace))
         interval = self.cfg.scrape_interval_s
         for r in self.fleet.replicas:
-            if r.state in (GONE, LOST):  # a failed scrape: Prometheus marks its series stale
-                if r.rid not in self._stale_marked:
-                    self.store.mark_stale(now, "pod", self._pod(r))
-                    self._stale_marked.add(r.rid)
+            pod = self._pod(r)
+            target = (("namespace", self.cfg.namespace), ("pod", pod))
+            if r.state == GONE:  # deleted: its target goes, and every series of it ends, `up` too
+                if r.rid not in self._gone_marked:
+                    self.store.mark_stale(now, "pod", pod)
+                    self._gone_marked.add(r.rid)
                 continue
-            if r.state not in (READY, DRAINING):
+            if r.state == LOST:
+                # Unreachable: each scrape fails at its timeout, so the one that began an interval
+                # ago (after the loss) is what Prometheus knows now: `up` 0, and the pod's series
+                # end with a staleness marker at that scrape.
+                failed = now - interval
+                if r.lost_s is not None and failed >= r.lost_s:
+                    if r.rid not in self._stale_marked:
+                        self.store.mark_stale(failed, "pod", pod, keep=UP)
+                        self._stale_marked.add(r.rid)
+                    self.store.add(failed, UP, target, 0.0)
                 continue
+            if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused
+                self.store.add(now, UP, target, 0.0)
+                continue
+            self.store.add(now, UP, target, 1.0)
             engine = r.engine
             engine.advance(now)
             busy = engine.metrics.busy_s
