@@ -19,6 +19,7 @@ from components.addons_cache import ModelCacheAddons, has_cache
 from components.addons_gpu import GpuAddons, gpu_notes, model_cache
 from components.addons_helm import helm_release, namespace, resources
 from components.contract import ClusterFacts, RegionStore
+from serving._model_pod import zone_spread
 from serving.alert_routes import RECEIVER_SECRET, alertmanager_values
 from serving.charts import ChartKey
 from serving.hardware import Cloud
@@ -66,9 +67,30 @@ def kserve_values(local_model_cache: bool) -> dict[str, Any]:
     }}
 
 
+# The pod labels each spread rule selects, as the charts and the operator set them: KEDA chart
+# v2.20.2 templates/manager/deployment.yaml and metrics-server/deployment.yaml label the pods
+# `app: {{ .Values.operator.name }}` and `app: {{ .Values.operator.name }}-metrics-apiserver`
+# (operator.name defaults to keda-operator); prometheus-operator v0.93 reserves
+# `app.kubernetes.io/name: prometheus` and `alertmanager` on its pods (prometheus_types.go,
+# alertmanager_types.go, podMetadata). One Prometheus and one Alertmanager run per cluster.
+KEDA_OPERATOR_POD = {"app": "keda-operator"}
+KEDA_METRICS_POD = {"app": "keda-operator-metrics-apiserver"}
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
+ALERTMANAGER_POD = {"app.kubernetes.io/name": "alertmanager"}
+
+
 def keda_values(env: Posture) -> dict[str, Any]:
+    """Every autoscaled model's HPA reads its metric through KEDA's metrics API server, which asks
+    KEDA's operator to run the query against Prometheus. With one
+    metrics server, the chart's default, a zone lost with it blinds every HPA until the pod is
+    evicted (300 s: no toleration of its own) and restarted, just when the zone branch and the
+    lost-pod term must add replicas; so it runs as many replicas as the operator, and each runs
+    spread over the zones (`zone_spread`)."""
     return {
         "operator": {"replicaCount": env.controller_replicas},
+        "metricsServer": {"replicaCount": env.controller_replicas},
+        "topologySpreadConstraints": {"operator": [zone_spread(KEDA_OPERATOR_POD)],
+                                      "metricsServer": [zone_spread(KEDA_METRICS_POD)]},
         "resources": {"operator": _CONTROLLER, "metricServer": _CONTROLLER, "webhooks": _SMALL},
         "prometheus": {"operator": {"enabled": True, "serviceMonitor": {"enabled": True}},
                        "metricServer": {"enabled": True, "serviceMonitor": {"enabled": True}}},
@@ -101,12 +123,17 @@ def prometheus_values(env: Posture, cloud: Cloud, webhooks: list[str] | None = N
             **selectors_open,
             **({"externalLabels": {"cluster": cluster[0], "region": cluster[1]}} if cluster else {}),
             "replicas": env.controller_replicas,
+            # The replicas in different zones: KEDA queries either through the Service, and a zone
+            # lost with both would leave every ScaledObject on its fallback and every alert silent
+            # for the outage (the chart's default anti-affinity is per host, and soft).
+            "topologySpreadConstraints": [zone_spread(PROMETHEUS_POD)],
             "retention": f"{env.metrics_retention_days}d",
             "storageSpec": prometheus_storage(env, cloud),
             "resources": resources("500m", "2Gi", "2", "8Gi"),
         }},
         "alertmanager": {**routes, "alertmanagerSpec": {
-            **routes.get("alertmanagerSpec", {}), "replicas": env.controller_replicas, "resources": _SMALL}},
+            **routes.get("alertmanagerSpec", {}), "replicas": env.controller_replicas, "resources": _SMALL,
+            "topologySpreadConstraints": [zone_spread(ALERTMANAGER_POD)]}},
         "prometheusOperator": {"resources": _CONTROLLER},
         "grafana": {"resources": _CONTROLLER},
         "kube-state-metrics": {"resources": _CONTROLLER},

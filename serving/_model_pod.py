@@ -185,24 +185,31 @@ def tolerations(taints: tuple[tuple[str, str, str], ...]) -> list[dict[str, obje
              "tolerationSeconds": UNREACHABLE_TOLERATION_S}]
 
 
+def zone_spread(selector: dict[str, str]) -> dict[str, Any]:
+    """A hard zone rule for the pods `selector` matches: no zone holds two more than another.
+
+    It counts only nodes whose taints the pod tolerates (`nodeTaintsPolicy: Honor`, default
+    Ignore): a lost zone's nodes are tainted unreachable:NoSchedule 50-55 s after they go silent,
+    and with Ignore that zone stays a domain holding none of the pods once they are evicted, so a
+    replacement in a surviving zone would break maxSkew 1 and stay Pending until the Node objects
+    are deleted (kubernetes/kubernetes#123019, KEP-5980). With one zone it always holds."""
+    return {"maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule",
+            "nodeTaintsPolicy": "Honor", "labelSelector": {"matchLabels": dict(selector)}}
+
+
 def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
     """Replicas evenly over zones (the sizing assumes a zone can be lost), then over nodes.
 
     The zone rule is hard: a replica piled into one zone silently breaks the N-1 zone margin the
     replica count was sized for. Spreading over nodes is best effort, since MIG and time-sliced
     pools host several replicas on one node by design."""
-    rule = {"maxSkew": 1, "labelSelector": {"matchLabels": dict(selector)},
-            # Count only the current rollout's pods, so a rolling update is not blocked by the
-            # pods it is about to replace.
-            "matchLabelKeys": ["pod-template-hash"]}
-    # The zone rule counts only nodes whose taints the pod tolerates (`nodeTaintsPolicy: Honor`,
-    # default Ignore): a lost zone's nodes are tainted unreachable:NoSchedule 50-55 s after they
-    # go silent, and with Ignore that zone stays a domain holding none of the model's pods once
-    # they are evicted, so a replacement in a surviving zone would break maxSkew 1 and stay
-    # Pending until the Node objects are deleted (kubernetes/kubernetes#123019, KEP-5980).
+    # Count only the current rollout's pods, so a rolling update is not blocked by the pods it
+    # is about to replace.
+    rollout = {"matchLabelKeys": ["pod-template-hash"]}
     return [
-        {**rule, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule", "nodeTaintsPolicy": "Honor"},
-        {**rule, "topologyKey": HOST_KEY, "whenUnsatisfiable": "ScheduleAnyway"},
+        {**zone_spread(selector), **rollout},
+        {"maxSkew": 1, "labelSelector": {"matchLabels": dict(selector)}, **rollout,
+         "topologyKey": HOST_KEY, "whenUnsatisfiable": "ScheduleAnyway"},
     ]
 
 
@@ -210,4 +217,4 @@ __all__ = ["HEALTH_PATH", "HOME", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "RU
            "UNREACHABLE_TOLERATION_S", "VLLM_PORT", "ZONE_KEY", "container_resources", "device_memory_gb",
            "env",
            "gpu_memory_utilization", "node_share", "probes", "security_context", "shm_gib", "spread",
-           "startup_allowance_s", "tolerations", "vllm_args", "volumes"]
+           "startup_allowance_s", "tolerations", "vllm_args", "volumes", "zone_spread"]

@@ -428,3 +428,42 @@ def test_grafana_has_no_default_admin_password(stack: str) -> None:
     assert releases
     for release in releases:
         assert "adminPassword" not in (release.inputs.get("values") or {}).get("grafana", {})
+
+
+# The pods each spread rule must select, as upstream writes their labels: KEDA chart v2.20.2
+# templates/manager/deployment.yaml (`app: {{ .Values.operator.name }}`) and
+# metrics-server/deployment.yaml (`app: {{ .Values.operator.name }}-metrics-apiserver`), with
+# values.yaml's operator.name keda-operator; prometheus-operator v0.93.0 podMetadata's reserved
+# labels (prometheus_types.go, alertmanager_types.go: app.kubernetes.io/name).
+SPREAD_PODS = {
+    ("keda", "operator"): {"app": "keda-operator"},
+    ("keda", "metricsServer"): {"app": "keda-operator-metrics-apiserver"},
+    ("kube-prometheus-stack", "prometheus"): {"app.kubernetes.io/name": "prometheus"},
+    ("kube-prometheus-stack", "alertmanager"): {"app.kubernetes.io/name": "alertmanager"},
+}
+
+
+@pytest.mark.parametrize(("stack", "cluster"), every_cluster())
+def test_the_autoscaling_and_alerting_path_spreads_over_zones(stack: str, cluster: str) -> None:
+    """KEDA's operator and metrics API server, Prometheus and Alertmanager run as many replicas
+    each (two in prod) and at most one more in any zone than another, on nodes they tolerate: a
+    zone lost with the only metrics server would blind every model's HPA until it came back."""
+    rel = releases(record_of(stack), cluster)
+    keda = rel["keda"].inputs["values"]
+    stack_values = rel["kube-prometheus-stack"].inputs["values"]
+    prometheus = stack_values["prometheus"]["prometheusSpec"]
+    alertmanager = stack_values["alertmanager"]["alertmanagerSpec"]
+    replicas = {keda["operator"]["replicaCount"], keda["metricsServer"]["replicaCount"],
+                prometheus["replicas"], alertmanager["replicas"]}
+    assert replicas == ({2} if stack in ("prod", "staging") else {1})
+    rules = {("keda", "operator"): keda["topologySpreadConstraints"]["operator"],
+             ("keda", "metricsServer"): keda["topologySpreadConstraints"]["metricsServer"],
+             ("kube-prometheus-stack", "prometheus"): prometheus["topologySpreadConstraints"],
+             ("kube-prometheus-stack", "alertmanager"): alertmanager["topologySpreadConstraints"]}
+    for key, (rule,) in rules.items():
+        assert rule == {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule", "nodeTaintsPolicy": "Honor",
+                        "labelSelector": {"matchLabels": SPREAD_PODS[key]}}, key
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": SPREAD_PODS[key]},
+               "spec": {"containers": [{"name": "c", "image": "i"}], "topologySpreadConstraints": [rule]}}
+        kubernetes_validate.validate(pod, "1.33", strict=True)
