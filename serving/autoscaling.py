@@ -40,12 +40,13 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   adds one replica a pod that stopped answering its scrapes (`up == 0`) after serving
   within that time (`present_over_time` of its vLLM series, which a failed scrape ends): a pod
   still loading its model never served, and a pod scaled in leaves no target. Its replacement
-  then starts with the first poll after the first failed scrape (18-30 s after the loss in the
+  then starts with the first poll after the first failed scrape (16-30 s after the loss in the
   simulator, which waits out the scrape's timeout) instead of the eviction. It cannot pass max,
   so a fleet at max gains nothing. The HPA holds the raised count for its scale-down window, so
   once the eviction frees the lost pods the ReplicaSet starts as many again, and they go after
   about 300 s: a zone lost at the conversation trace's busiest minute cost the 70B 33.57 slice
-  GPU-hours over the hour instead of 32.40, the price of replacements a minute sooner. A zone
+  GPU-hours over the hour instead of 32.40 (0.6-6.6 % more over the cases of
+  benchmarks/lost_pods.py), the price of replacements a minute sooner. A zone
   lost at 600 s of the code trace had cost the VL model 2.21 % of the window's requests (budget
   1.5 %): its replacements came at 901 s, after the trace's sharpest burst (855-865 s, 3.4x its
   busiest minute's rate); with the term two were ready at 840 s and it lost 0.48 %;

@@ -336,3 +336,32 @@ def test_the_alert_reading_bounds_the_real_misses_from_above_and_the_bucket_abov
     saved = json.loads(bench.OUT.read_text())["rows"]
     assert [r["factor"] for r in saved] == list(bench.FACTORS)
     assert all(r["bucket_above_reads"] <= r["really_missed"] <= r["rule_reads"] for r in saved)
+
+
+def test_lost_pods_strips_only_the_lost_term() -> None:
+    """The query without the term is the plan's up to its last ` + T * (...)`, floor kept: on a
+    store where one pod stopped answering after serving, the plan's query reads one threshold
+    more than the stripped one; a query without the term is refused."""
+    from serving.simulator.promql import Store, evaluate
+
+    bench = _load("lost_pods")
+    mp, dep = _deployment("dev", "llama-3b")
+    query = dep.scaled_object["triggers"][0]["metadata"]["query"]
+    stripped = bench.without_lost_term(query)
+    assert stripped.startswith("clamp_min(") and "up{" not in stripped and "up{" in query
+    with pytest.raises(ValueError, match="no lost-pod term"):
+        bench.without_lost_term(stripped)
+    store = Store()
+    ns, served = dep.sim_config().namespace, dep.sim_config().model_name
+    for t in range(0, 121, 15):
+        for pod, alive in (("a", True), ("b", t <= 60)):
+            store.add(float(t), "up", (("namespace", ns), ("pod", pod)), 1.0 if alive else 0.0)
+            if alive:
+                labels = (("model_name", served), ("namespace", ns), ("pod", pod))
+                store.add(float(t), "vllm:num_requests_running", labels, 500.0)
+                store.add(float(t), "vllm:num_requests_waiting", labels, 0.0)
+                store.add(float(t), "vllm:request_success_total", labels, 2.0 * t)
+    store.mark_stale(75.0, "pod", "b", keep="up")
+    (full,) = evaluate(query, store, 120.0).values()
+    (bare,) = evaluate(stripped, store, 120.0).values()
+    assert full == pytest.approx(bare + mp.autoscaling.threshold)

@@ -1,0 +1,133 @@
+"""What the autoscaling query's lost-pod term buys, what it costs, and what it leans on.
+
+The plan's query counts a pod whose scrapes fail after it served as one more replica wanted
+(serving/autoscaling.py `lost_pods`): a pod on a lost node counts for its ReplicaSet until its
+eviction (90 s after the loss), so without the term nothing replaces it sooner. For each case (a
+trace, a model of the prod plan as benchmarks/autoscaling.py builds it, and the moment the fullest
+zone is lost: the busiest minute, or a moment the sweep failed at) this runs the checklist's
+zone-loss item:
+
+- with the plan's query, and with the same query minus the term (its floor kept): the window's
+  bad share, the first replacement's decision after the loss, the run's slice and node GPU-hours
+  (the term's extra replicas, which the HPA holds for its scale-down window once the eviction
+  frees the lost pods, cost GPU time);
+- with the plan's query while the HPA's metric reads fail for the first 30 s and 55 s after the
+  loss (`metric_outages`): a Prometheus, KEDA operator or metrics-server replica lost with the
+  zone stays a Service endpoint until NotReady, about 55 s, so reads fail until then (one in two,
+  with two replicas; every one in the worst case).
+
+Writes benchmarks/results/lost_pods.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import autoscaling as bench  # noqa: E402
+
+from rtip.stackfile import load  # noqa: E402
+from serving.simulator import FULLEST, KedaAutoscaler, ZoneFailure, load_azure_2023, simulate  # noqa: E402
+from stacks.simulation import Deployment, deployment, select  # noqa: E402
+from stacks.slo_check import busiest_minute, checklist, figures, last_whole_window_start  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "lost_pods.json"
+# (trace, model, moment in s or None for the busiest minute with a whole window after it)
+CASES: tuple[tuple[str, str, float | None], ...] = (
+    ("code", "qwen-vl", 600.0), ("code", "llama-8b", 600.0),
+    ("conv", "llama-70b", None), ("conv", "llama-8b", None), ("conv", "qwen-vl", None),
+    ("conv", "llama-3b", None), ("code", "llama-70b", None),
+)
+BLIND_S = (30.0, 55.0)
+_LOST_TERM = re.compile(r" \+ [\d.e+-]+ \* \(count\(.*\) or vector\(0\)\)$")
+
+
+def without_lost_term(query: str) -> str:
+    """The plan's query with its lost-pod term removed and its floor kept."""
+    stripped, n = _LOST_TERM.subn("", query)
+    if n != 1:
+        raise ValueError(f"no lost-pod term at the end of {query!r}")
+    return stripped
+
+
+def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.0) -> dict[str, Any]:
+    fleet = bench._start_fleet(dep, trace, "plan")
+    spec = copy.deepcopy(dep.scaled_object)
+    spec["triggers"][0]["metadata"]["query"] = query
+    auto = KedaAutoscaler(spec)
+    auto.warm(bench.warm_replicas(dep, trace))
+    failure = ZoneFailure(FULLEST, at)
+    cfg = dep.sim_config((failure,), fleet=fleet)
+    if blind_s:
+        cfg = replace(cfg, metric_outages=((at, at + blind_s),))
+    result = simulate(trace, cfg, "least-loaded", auto)
+    moved = replace(dep, fleet=fleet)
+    item = checklist(result, moved, trace, failure)[3]
+    figs = figures(result, moved)
+    decided = sorted(s.decided_s for s in result.starts if s.decided_s >= at)
+    return {"status": item.status, "bad_share": item.figures["bad_share"],
+            "error_budget": item.figures["error_budget"],
+            "first_replacement_after_s": round(decided[0] - at, 1) if decided else None,
+            "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"]}
+
+
+def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
+    (mp,) = select(plan, model)
+    dep = deployment(plan, mp)
+    trace = bench.trace_for(mp, base)
+    trace = trace.window(0.0, 3600.0) if trace.duration_s > 3600.0 else trace
+    if at is None:
+        latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
+        at = busiest_minute(trace.arrival_s, latest)[0]
+    else:
+        at = float(trace.arrival_s[0]) + at
+    query = dep.scaled_object["triggers"][0]["metadata"]["query"]
+    return {"model": model, "at_s": round(at, 1), "replicas_bounds": [mp.min_replicas, mp.max_replicas],
+            "with_term": _run(dep, trace, at, query),
+            "without_term": _run(dep, trace, at, without_lost_term(query)),
+            "blind": {f"{b:g}s": _run(dep, trace, at, query, b) for b in BLIND_S}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stack", default="prod")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    config = load(args.stack)
+    rows = []
+    for tname in ("conv", "code"):
+        base = load_azure_2023(bench.TRACES[tname])
+        plan, _ = bench.plan_for(config.platform, config.source, base, tname)
+        for trace_name, model, at in CASES:
+            if trace_name != tname:
+                continue
+            row = {"trace": tname, **case(plan, base, model, at)}
+            rows.append(row)
+            w, wo = row["with_term"], row["without_term"]
+            blind = ", ".join(f"blind {k}: {v['bad_share']:.2%} {v['status']}"
+                              for k, v in row["blind"].items())
+            print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s: with the term {w['bad_share']:.2%} "
+                  f"{w['status']} (first replacement +{w['first_replacement_after_s']} s, "
+                  f"{w['gpu_hours']:.2f} GPU-h), without {wo['bad_share']:.2%} {wo['status']} "
+                  f"(+{wo['first_replacement_after_s']} s, {wo['gpu_hours']:.2f} GPU-h); {blind}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
+                                    "rows": rows}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
