@@ -37,9 +37,10 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   loss with the predictors' 30 s toleration: serving.failover), so neither branch gets it
   replaced sooner: desired = in-flight or zone branch, the lost pod included, is already met.
   The query, held at the floor's worth (a fleet at its floor needs its lost pods replaced too),
-  adds one replica a pod that stopped answering its scrapes (`up == 0`) after serving
-  within that time (`present_over_time` of its vLLM series, which a failed scrape ends): a pod
-  still loading its model never served, and a pod scaled in leaves no target. Its replacement
+  adds one replica a pod whose scrape timed out (`up == 0` after the scrape's timeout: its
+  address answers nothing) after it served within that time (`present_over_time` of its vLLM
+  series, which a failed scrape ends): a pod loading its model or being scaled in refuses the
+  scrape at once and does not count (`lost_pods`). Its replacement
   then starts with the first poll after the first failed scrape (16-30 s after the loss in the
   simulator, which waits out the scrape's timeout) instead of the eviction. It cannot pass max,
   so a fleet at max gains nothing. The HPA holds the raised count for its scale-down window, so
@@ -61,13 +62,17 @@ from dataclasses import dataclass, field
 
 from serving.capacity import RegionReplicas, ReplicaCapacity
 from serving.profiles import Profile
-from serving.simulator.prometheus import UP
+from serving.simulator.prometheus import SCRAPE_DURATION, UP
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 SUCCESS = "vllm:request_success_total"  # finished requests, a counter per pod (vLLM PrometheusStatLogger)
 RATE_WINDOW = "1m"  # four 15 s scrapes
 POLLING_INTERVAL_S = 15  # vLLM production-stack tutorial; the ServiceMonitor must scrape as often
+SCRAPE_TIMEOUT_S = 10  # the PodMonitor's scrapeTimeout
+# A failed scrape that took this long timed out (Prometheus records its duration, up to the
+# timeout, in scrape_duration_seconds); a refused one fails in milliseconds.
+LOST_SCRAPE_S = 0.9 * SCRAPE_TIMEOUT_S
 COOLDOWN_S = 300  # KEDA default; only applies to scaling to zero, which min >= zones rules out
 FALLBACK_FAILURES = 3  # failed metric reads before KEDA holds the fallback replica count
 FALLBACK_BEHAVIOR = "currentReplicas"  # what the fallback holds: the replicas running (see below)
@@ -170,10 +175,17 @@ def zone_query(selector: str, load: str, k: float, ceiling: float, threshold: fl
 
 
 def lost_pods(selector: str, namespace: str, window_s: float) -> str:
-    """The model's pods whose scrapes fail (`up` 0, the target still listed) and that served
-    within `window_s`, as a count (0 when none: `count` of nothing is empty)."""
-    return (f'count(({UP}{{namespace="{namespace}"}} == 0) and on(namespace, pod) '
-            f"present_over_time({RUNNING}{selector}[{math.ceil(window_s)}s])) or vector(0)")
+    """The model's pods whose last scrape timed out (`up` 0 after at least LOST_SCRAPE_S: the
+    address answered nothing, as a lost node's does) and that served within `window_s`, counted
+    once a pod however many targets scrape it (0 when none: `count` of nothing is empty).
+
+    A scrape refused at once is not a lost pod: vLLM serves no /metrics while it loads its model,
+    and stops serving HTTP at once on SIGTERM, so a pod being scaled in fails its scrapes while
+    it is still a target; counted, it would make the HPA add a replica after every scale-in."""
+    on_pod = "and on(namespace, pod)"
+    return (f'count(count by (namespace, pod) (({UP}{{namespace="{namespace}"}} == 0) {on_pod} '
+            f'({SCRAPE_DURATION}{{namespace="{namespace}"}} >= {LOST_SCRAPE_S:g}) {on_pod} '
+            f"present_over_time({RUNNING}{selector}[{math.ceil(window_s)}s]))) or vector(0)")
 
 
 def with_lost_pods(query: str, threshold: float, lost: str, floor: int) -> str:
@@ -306,6 +318,6 @@ def autoscaling(
     )
 
 
-__all__ = ["FALLBACK_BEHAVIOR", "POLLING_INTERVAL_S", "RUNNING", "SUCCESS", "WAITING", "Autoscaling",
-           "autoscaling", "behavior", "completion_rate", "in_flight_at", "in_flight_sum", "in_flight_target",
-           "lost_pods", "with_lost_pods", "zone_query"]
+__all__ = ["FALLBACK_BEHAVIOR", "LOST_SCRAPE_S", "POLLING_INTERVAL_S", "RUNNING", "SCRAPE_TIMEOUT_S",
+           "SUCCESS", "WAITING", "Autoscaling", "autoscaling", "behavior", "completion_rate", "in_flight_at",
+           "in_flight_sum", "in_flight_target", "lost_pods", "with_lost_pods", "zone_query"]

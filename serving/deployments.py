@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from serving import _model_pod as pod
-from serving.autoscaling import POLLING_INTERVAL_S, Autoscaling
+from serving import drain
+from serving.autoscaling import POLLING_INTERVAL_S, SCRAPE_TIMEOUT_S, Autoscaling
 from serving.charts import IMAGES, Image, UnpinnedError, pinned_ref
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud, MachineShape, Vendor
@@ -210,6 +211,8 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
         "securityContext": pod.security_context(as_root),
         "volumeMounts": mounts,
         **pod.probes(plan.cold_start),
+        # vLLM 0.11 stops its streams at once on SIGTERM: the preStop hook drains first.
+        "lifecycle": drain.lifecycle(),
     }
     if cached:
         # KServe matches this URI to the model's LocalModelCache and mounts the node's copy.
@@ -235,8 +238,8 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
             # The servers never call the Kubernetes API; each cloud's workload identity brings
             # its own projected token.
             "automountServiceAccountToken": False,
-            # Give a replica time to finish its in-flight generations before it is killed.
-            "terminationGracePeriodSeconds": 120,
+            # The time the preStop drain has to let in-flight generations finish.
+            "terminationGracePeriodSeconds": drain.TERMINATION_GRACE_S,
             "volumes": volumes,
             "model": container,
         }},
@@ -285,7 +288,7 @@ def pod_monitor(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]
         "spec": {
             "selector": {"matchLabels": {MODEL_LABEL: plan.model}},
             "podMetricsEndpoints": [{"portNumber": pod.VLLM_PORT, "path": "/metrics",
-                                     "interval": interval, "scrapeTimeout": "10s"}],
+                                     "interval": interval, "scrapeTimeout": f"{SCRAPE_TIMEOUT_S}s"}],
         },
     }
 

@@ -46,9 +46,9 @@ A lost pod then leaves the candidates at most 1 s after the loss, and the same f
 (serving/_model_pod.py), so the ReplicaSet replaces them at most 90 s after the loss (one node of
 the zone each 10 s after that), in the surviving zones: the zone spread honours node taints, so
 the lost zone, its nodes tainted, stops counting. Sooner where the fleet is below its maximum:
-the autoscaling query counts a pod whose scrapes fail after it served (`lost_pod_window_s`,
-serving/autoscaling.py) as one more replica wanted, from the first poll after its first failed
-scrape.
+the autoscaling query (serving/autoscaling.py `lost_pods`, looking back `lost_pod_window_s`)
+counts a pod whose scrape timed out after it served as one more replica wanted, from the first
+poll after its first failed scrape.
 
 `failover` gives the simulator those times for a plan's pods and picker configuration. Not
 modelled, each optimistic: the node eviction queue is per zone, shared with every other node

@@ -89,37 +89,45 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
     assert single.zone_replicas(12.0) is None
 
 
-def test_a_pod_that_stopped_answering_after_serving_adds_one_replica_while_the_replicaset_counts_it() -> None:
-    """Four pods of the model, scraped every 15 s: p1 serves throughout (700 running, 200 waiting);
-    p2 served until its node went after the 90 s scrape: from 105 s its scrapes fail (`up` 0, its
-    series marked stale); p3 is loading its model (`up` 0, never served); p4 was scaled in at
-    60 s (its target gone, every series stale). One zone, so the query is the in-flight sum plus
-    the lost term: at 120 s, 900 in flight (p2's stale numbers no longer count) plus one
-    threshold for p2 alone; once p2's last good sample (90 s) is 105 s old it no longer counts."""
+def test_a_pod_whose_scrapes_time_out_after_serving_adds_one_replica_while_the_replicaset_counts_it() -> None:
+    """Five pods of the model, scraped every 15 s: p1 serves throughout (700 running, 200
+    waiting); p2 served until its node went after the 90 s scrape: from 105 s its scrapes time out
+    (`up` 0 after 10 s, its series marked stale); p3 is loading its model (refused at once, never
+    served); p4 was scaled in at 60 s (its target gone, every series stale); p5 served until 90 s
+    and from 105 s refuses its scrapes at once (stopping on SIGTERM, still a target). One zone, so
+    the query is the in-flight sum plus the lost term: at 120 s, 900 in flight (the stale numbers
+    no longer count) plus one threshold for p2 alone; once p2's last good sample (90 s) is 105 s
+    old it no longer counts."""
     scaling, _, _ = _scaling(Tier.STANDARD, zones=1)
     store = Store()
     ns = "models"
     for t in range(0, 301, 15):
-        for pod in ("p1", "p2", "p3", "p4"):
+        for pod in ("p1", "p2", "p3", "p4", "p5"):
             target = (("namespace", ns), ("pod", pod))
-            served = pod == "p1" or (pod == "p2" and t <= 90) or (pod == "p4" and t < 60)
+            served = pod == "p1" or (pod in ("p2", "p5") and t <= 90) or (pod == "p4" and t < 60)
             if pod == "p4" and t >= 60:
                 continue
             store.add(float(t), "up", target, 1.0 if served else 0.0)
+            took = 0.05 if served else (10.0 if pod == "p2" else 0.001)
+            store.add(float(t), "scrape_duration_seconds", target, took)
             if served:
                 labels = (("model_name", "chat"), ("namespace", ns), ("pod", pod))
                 store.add(float(t), RUNNING, labels, 700.0 if pod == "p1" else 300.0)
                 store.add(float(t), WAITING, labels, 200.0 if pod == "p1" else 100.0)
-    store.mark_stale(105.0, "pod", "p2", keep="up")
+    for pod in ("p2", "p5"):
+        store.mark_stale(105.0, "pod", pod, keep=("up", "scrape_duration_seconds"))
     store.mark_stale(60.0, "pod", "p4")
     threshold = scaling.threshold
     assert 900.0 > scaling.min_replicas * threshold  # above the floor's worth
-    assert evaluate(scaling.query, store, 90.0) == {(): pytest.approx(900.0 + 400.0)}  # p2 still answers
+    assert evaluate(scaling.query, store, 90.0) == {(): pytest.approx(900.0 + 800.0)}  # all answer
     assert evaluate(scaling.query, store, 120.0) == {(): pytest.approx(900.0 + threshold)}
     assert evaluate(scaling.query, store, 194.0) == {(): pytest.approx(900.0 + threshold)}
     assert evaluate(scaling.query, store, 196.0) == {(): pytest.approx(900.0)}
-    # Without the serving filter, the loading pod would count as lost too.
-    assert evaluate('count(up{namespace="models"} == 0)', store, 120.0) == {(): 2.0}
+    # Without the timeout the refusing p5 would count, and without the serving filter p3 too.
+    served = 'present_over_time(vllm:num_requests_running{namespace="models"}[105s])'
+    assert evaluate(f'count(up{{namespace="models"}} == 0 and on(namespace, pod) {served})',
+                    store, 120.0) == {(): 2.0}
+    assert evaluate('count(up{namespace="models"} == 0)', store, 120.0) == {(): 3.0}
 
 
 def test_target_is_in_flight_at_capacity_less_the_headroom() -> None:

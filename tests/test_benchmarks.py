@@ -356,12 +356,14 @@ def test_lost_pods_strips_only_the_lost_term() -> None:
     for t in range(0, 121, 15):
         for pod, alive in (("a", True), ("b", t <= 60)):
             store.add(float(t), "up", (("namespace", ns), ("pod", pod)), 1.0 if alive else 0.0)
+            store.add(float(t), "scrape_duration_seconds", (("namespace", ns), ("pod", pod)),
+                      0.05 if alive else 10.0)
             if alive:
                 labels = (("model_name", served), ("namespace", ns), ("pod", pod))
                 store.add(float(t), "vllm:num_requests_running", labels, 500.0)
                 store.add(float(t), "vllm:num_requests_waiting", labels, 0.0)
                 store.add(float(t), "vllm:request_success_total", labels, 2.0 * t)
-    store.mark_stale(75.0, "pod", "b", keep="up")
+    store.mark_stale(75.0, "pod", "b", keep=("up", "scrape_duration_seconds"))
     (full,) = evaluate(query, store, 120.0).values()
     (bare,) = evaluate(stripped, store, 120.0).values()
     assert full == pytest.approx(bare + mp.autoscaling.threshold)

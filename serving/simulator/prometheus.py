@@ -21,6 +21,8 @@ from itertools import pairwise
 Labels = tuple[tuple[str, str], ...]
 LOOKBACK_S = 300.0
 UP = "up"  # what Prometheus writes for each scrape of a target: 1 answered, 0 failed
+SCRAPE_DURATION = "scrape_duration_seconds"  # and how long the scrape took (to its timeout at most)
+TARGET_SERIES = (UP, SCRAPE_DURATION)  # the series Prometheus writes itself for a failed scrape
 
 
 @dataclass(slots=True)
@@ -61,13 +63,13 @@ class Store:
         series.times.append(t)
         series.values.append(value)
 
-    def mark_stale(self, t: float, label: str, value: str, keep: str | None = None) -> None:
-        """Every series with `label`=`value` ends at `t`, but those of the metric `keep`
+    def mark_stale(self, t: float, label: str, value: str, keep: tuple[str, ...] = ()) -> None:
+        """Every series with `label`=`value` ends at `t`, but those of the metrics `keep`
         (Prometheus writes a staleness marker when a scrape target disappears or fails its scrape;
-        a failed scrape still writes the target's `up`, 0)."""
+        a failed scrape still writes the target's own series: `up` 0, its duration)."""
         self._arrived(t)
         for name, by_labels in self._by_name.items():
-            if name == keep:
+            if name in keep:
                 continue
             for labels, series in by_labels.items():
                 if (label, value) in labels and series.stale_at > t:
@@ -125,4 +127,5 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
     return start + (pairs[b][0] - start) * (rank / count if count else 1.0)
 
 
-__all__ = ["LOOKBACK_S", "UP", "Labels", "Series", "Store", "bucket_quantile", "extrapolated_rate"]
+__all__ = ["LOOKBACK_S", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series", "Store",
+           "bucket_quantile", "extrapolated_rate"]

@@ -138,12 +138,18 @@ class _Parser:
             return keep, names
         return None
 
+    def no_matching(self, op: str) -> None:
+        """Vector matching modifiers are read after `and`, `or`, `unless` only."""
+        kind, text = self.peek()
+        if kind == "name" and text in ("on", "ignoring", "bool"):
+            raise PromQLError(f"PromQL: `{text}` after {op!r} is not supported (`on` and `ignoring` "
+                              f"only after and/or/unless) in {self.query!r}")
+
     def comparison(self) -> Node:
         node = self.sum()
         while self.peek()[1] in COMPARISONS:
             op = self.take()[1]
-            if self.peek() == ("name", "bool"):
-                raise PromQLError(f"PromQL: the `bool` modifier is not supported in {self.query!r}")
+            self.no_matching(op)
             node = _filter(op, node, self.sum(), self.query)
         return node
 
@@ -151,6 +157,7 @@ class _Parser:
         node = self.term()
         while self.peek()[1] in ("+", "-"):
             op = self.take()[1]
+            self.no_matching(op)
             node = _binary(op, node, self.term())
         return node
 
@@ -158,6 +165,7 @@ class _Parser:
         node = self.unary()
         while self.peek()[1] in ("*", "/"):
             op = self.take()[1]
+            self.no_matching(op)
             node = _binary(op, node, self.unary())
         return node
 

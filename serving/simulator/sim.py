@@ -23,12 +23,15 @@ from serving.simulator.config import FULLEST, EngineConfig, FleetConfig, Targets
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
-from serving.simulator.prometheus import UP
+from serving.simulator.prometheus import SCRAPE_DURATION, TARGET_SERIES, UP
 from serving.simulator.promql import Store
 from serving.simulator.results import ReplicaStart, SimResult
 from serving.simulator.router import Router, make_router
 from serving.simulator.traces import Trace
 
+# What a scrape takes in the simulated Prometheus: an answered one, and one refused at once.
+ANSWERED_S = 0.05
+REFUSED_S = 0.001
 _PRIO = {"step": 0, "ready": 1, "zone": 2, "route_lost": 2, "evict": 2, "node_gc": 3, "arrival": 4,
          "scrape": 5, "autoscale": 6, "sample": 7}
 
@@ -39,6 +42,7 @@ class SimConfig:
     fleet: FleetConfig
     targets: Targets
     scrape_interval_s: float = 15.0  # the PodMonitor interval (deployments.py: as often as KEDA polls)
+    scrape_timeout_s: float = 10.0  # its scrapeTimeout: how long a scrape of a lost pod takes to fail
     sample_interval_s: float = 5.0
     zone_failures: tuple[ZoneFailure, ...] = ()
     metric_outages: tuple[tuple[float, float], ...] = ()  # [start, end) windows Prometheus cannot answer
@@ -172,19 +176,23 @@ class Simulation:
                 continue
             if r.state == LOST:
                 # Unreachable: each scrape fails at its timeout, so the one that began an interval
-                # ago (after the loss) is what Prometheus knows now: `up` 0, and the pod's series
-                # end with a staleness marker at that scrape.
+                # ago (after the loss) is what Prometheus knows now (the timeout being shorter
+                # than the interval): `up` 0 after the whole timeout, and the pod's series end
+                # with a staleness marker at that scrape.
                 failed = now - interval
                 if r.lost_s is not None and failed >= r.lost_s:
                     if r.rid not in self._stale_marked:
-                        self.store.mark_stale(failed, "pod", pod, keep=UP)
+                        self.store.mark_stale(failed, "pod", pod, keep=TARGET_SERIES)
                         self._stale_marked.add(r.rid)
                     self.store.add(failed, UP, target, 0.0)
+                    self.store.add(failed, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
                 continue
-            if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused
+            if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused at once
                 self.store.add(now, UP, target, 0.0)
+                self.store.add(now, SCRAPE_DURATION, target, REFUSED_S)
                 continue
             self.store.add(now, UP, target, 1.0)
+            self.store.add(now, SCRAPE_DURATION, target, ANSWERED_S)
             engine = r.engine
             engine.advance(now)
             busy = engine.metrics.busy_s
