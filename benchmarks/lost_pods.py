@@ -14,7 +14,10 @@ zone-loss item:
 - with the plan's query while the HPA's metric reads fail for the first 30 s and 55 s after the
   loss (`metric_outages`): a Prometheus, KEDA operator or metrics-server replica lost with the
   zone stays a Service endpoint until NotReady, about 55 s, so reads fail until then (one in two,
-  with two replicas; every one in the worst case).
+  with two replicas; every one in the worst case);
+- with new nodes launched in the zones up while the zone is down, and without (Karpenter on EKS
+  pins every new node to the lost zone: stacks/simulation.py), each judged over the zone-loss
+  window and over the rest of the run after it (an outage outlasts the window).
 
 Writes benchmarks/results/lost_pods.json.
 """
@@ -61,8 +64,11 @@ def without_lost_term(query: str) -> str:
     return stripped
 
 
-def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.0) -> dict[str, Any]:
+def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.0,
+         new_nodes: bool | None = None) -> dict[str, Any]:
     fleet = bench._start_fleet(dep, trace, "plan")
+    if new_nodes is not None:
+        fleet = replace(fleet, failover=replace(fleet.failover, new_nodes_while_down=new_nodes))
     spec = copy.deepcopy(dep.scaled_object)
     spec["triggers"][0]["metadata"]["query"] = query
     auto = KedaAutoscaler(spec)
@@ -76,7 +82,11 @@ def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.
     item = checklist(result, moved, trace, failure)[3]
     figs = figures(result, moved)
     decided = sorted(s.decided_s for s in result.starts if s.decided_s >= at)
+    after = result.arrival_s >= at + bench.zone_loss_window_s(moved)
+    bad_after = int((after & ~result.attained()).sum())
     return {"status": item.status, "bad_share": item.figures["bad_share"],
+            "after_window": {"requests": int(after.sum()), "bad": bad_after,
+                             "bad_share": round(bad_after / after.sum(), 6) if after.any() else None},
             "error_budget": item.figures["error_budget"],
             "first_replacement_after_s": round(decided[0] - at, 1) if decided else None,
             "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"]}
@@ -96,7 +106,9 @@ def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
     return {"model": model, "at_s": round(at, 1), "replicas_bounds": [mp.min_replicas, mp.max_replicas],
             "with_term": _run(dep, trace, at, query),
             "without_term": _run(dep, trace, at, without_lost_term(query)),
-            "blind": {f"{b:g}s": _run(dep, trace, at, query, b) for b in BLIND_S}}
+            "blind": {f"{b:g}s": _run(dep, trace, at, query, b) for b in BLIND_S},
+            "new_nodes_while_down": {str(n).lower(): _run(dep, trace, at, query, new_nodes=n)
+                                     for n in (True, False)}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,10 +130,14 @@ def main(argv: list[str] | None = None) -> int:
             w, wo = row["with_term"], row["without_term"]
             blind = ", ".join(f"blind {k}: {v['bad_share']:.2%} {v['status']}"
                               for k, v in row["blind"].items())
+            nodes = "; ".join(f"new nodes {k}: {v['bad_share']:.2%} {v['status']}, after the window "
+                              f"{v['after_window']['bad_share']}"
+                              for k, v in row["new_nodes_while_down"].items())
             print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s: with the term {w['bad_share']:.2%} "
                   f"{w['status']} (first replacement +{w['first_replacement_after_s']} s, "
                   f"{w['gpu_hours']:.2f} GPU-h), without {wo['bad_share']:.2%} {wo['status']} "
-                  f"(+{wo['first_replacement_after_s']} s, {wo['gpu_hours']:.2f} GPU-h); {blind}", flush=True)
+                  f"(+{wo['first_replacement_after_s']} s, {wo['gpu_hours']:.2f} GPU-h); {blind}; {nodes}",
+                  flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
                                     "rows": rows}, indent=2) + "\n")

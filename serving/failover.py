@@ -50,7 +50,8 @@ the autoscaling query (serving/autoscaling.py `lost_pods`, looking back `lost_po
 counts a pod whose scrape timed out after it served as one more replica wanted, from the first
 poll after its first failed scrape.
 
-`failover` gives the simulator those times for a plan's pods and picker configuration. Not
+`failover` gives the simulator those times for a plan's pods and picker configuration
+(stacks/simulation.py adds that on EKS Karpenter launches no node while the zone is down). Not
 modelled, each optimistic: the node eviction queue is per zone, shared with every other node
 there (other models' pools, the system pool), so a model's first node may wait its turn; for
 the first 55 s, before the lost zone's nodes are tainted, the zone spread still counts its pods

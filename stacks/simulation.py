@@ -30,7 +30,7 @@ models too, so whole-node hours would charge this model for its neighbours.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
@@ -173,6 +173,13 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     engine = replica_engine(card, kind, mp.quantization, mp.max_model_len, device_gb, usable_gb)
     zones = pool.zones
     slots = _slots_per_node(mp, pool)
+    # Karpenter (EKS) takes a spread's zones from its NodePools' requirements and the instance
+    # types' offerings, not from live nodes, so a lost zone stays a domain holding none of the
+    # model's pods and maxSkew 1 pins every new node there, where none can launch
+    # (kubernetes-sigs/karpenter v1.14.1 scheduling/topology.go buildDomainGroups,
+    # topologygroup.go nextDomainTopologySpread; issue #3272). nodeTaintsPolicy: Honor drops
+    # only tainted nodes. kube-scheduler still places replicas on free slots in the zones up.
+    karpenter = plan.region(mp.region).cloud is Cloud.AWS
     per_zone = math.ceil(mp.min_replicas / len(zones))
     fleet = FleetConfig(zones=zones, initial_replicas=mp.min_replicas, slots_per_node=slots,
                         gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
@@ -181,7 +188,7 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
                         # The picker as the inferencepool release configures it, and the
                         # predictor's toleration of an unreachable node (its pool's own taints,
                         # the rest of its list, have no say in a zone loss).
-                        failover=predictor_failover())
+                        failover=replace(predictor_failover(), new_nodes_while_down=not karpenter))
     tier = mp.tier_spec
     return Deployment(
         plan=mp, engine=engine, fleet=fleet,

@@ -5,6 +5,8 @@ the picker the plan configures drops them on stale metrics."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import yaml
@@ -195,3 +197,36 @@ def test_the_lost_pod_term_starts_a_replacement_at_the_first_failed_scrape_not_t
 
     assert created(with_lost_pods(plain, 1000, lost_pods(selector, "default", 105.0), 3)) == [120.0, 190.0]
     assert created(plain) == [190.0]
+
+
+def test_without_new_nodes_while_a_zone_is_down_a_replica_with_no_free_slot_stays_pending():
+    """One slot a node, three zones, zone a lost: a fourth replica needs a node. With the node
+    autoscaler launching in the zones up it starts there; as Karpenter does (the lost zone still a
+    spread domain, every new node pinned to it) it stays Pending: counted by the ReplicaSet, never
+    ready, holding no GPU, and the first to go on a scale-in."""
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0)
+    for launches in (True, False):
+        fleet = _fleet(replace(failover, new_nodes_while_down=launches))
+        fleet.fail_zone("a", 100.0)
+        fourth = fleet.place(120.0)
+        assert fourth in fleet.active() and fourth.state == "starting"
+        if launches:
+            assert fourth.zone in ("b", "c") and fourth.ready_s < float("inf")
+            assert fourth.node in fleet.nodes
+        else:
+            assert fourth.ready_s == float("inf") and fourth.node not in fleet.nodes
+            fleet.scale_to(3, 130.0)  # the ReplicaSet removes the unscheduled pod first
+            assert fourth.state == "gone" and len(fleet.active()) == 3
+
+
+def test_a_pending_replica_bills_no_gpu_time():
+    trace = poisson(3.0, 200, (300, 100), seed=4)
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0,
+                        new_nodes_while_down=False)
+    run = Simulation(trace, _cfg(failover), "least-loaded")
+    result = run.run()
+    replacement = run.fleet.replicas[3]  # the lost pod's, at its eviction: no free slot, no node
+    assert replacement.created_s == pytest.approx(190.0) and replacement.ready_s == float("inf")
+    served = sum(((r.gone_s if r.gone_s is not None else result.end_s) - r.created_s)
+                 for r in run.fleet.replicas[:3]) / 3600
+    assert result.replica_gpu_hours == pytest.approx(served)

@@ -161,13 +161,17 @@ class Failover:
     - `evict_s`: the first lost node's pods are deleted then (the unreachable taint's toleration
       runs out), `evict_every_s` later for each further node of the zone (the node eviction rate):
       until its pod is deleted, a lost replica still counts for the ReplicaSet, which replaces it
-      only then.
+      only then;
+    - `new_nodes_while_down`: whether the node autoscaler launches nodes in the surviving zones
+      while a zone is down. A replica that finds no free slot there waits for a node; without
+      one it stays Pending (counted by the ReplicaSet, never ready) for the rest of the run.
     """
 
     route_s: float = 0.0
     not_ready_s: float = 0.0
     evict_s: float = 0.0
     evict_every_s: float = 0.0
+    new_nodes_while_down: bool = True
 
     def __post_init__(self) -> None:
         if min(self.route_s, self.not_ready_s, self.evict_s, self.evict_every_s) < 0:

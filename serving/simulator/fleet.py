@@ -35,6 +35,7 @@ from serving.simulator.config import EngineConfig, FleetConfig
 from serving.simulator.engine import Engine, SimRequest
 from serving.simulator.metrics import ReplicaMetrics
 
+UNSCHEDULED = -1  # the node id of a replica no node came for
 STARTING, READY, DRAINING, GONE = "starting", "ready", "draining", "gone"
 # In a lost zone: unreachable, still a pod of the ReplicaSet until its node's eviction.
 LOST = "lost"
@@ -42,7 +43,7 @@ LOST = "lost"
 
 @dataclass(eq=False)
 class Node:
-    nid: int
+    nid: int  # UNSCHEDULED: the node a Pending replica waits for, never launched
     zone: str
     slots: int
     created_s: float
@@ -191,6 +192,12 @@ class Fleet:
                 replica = self._add_replica(node, now, ready, warm=True)
                 break
         else:
+            if self.down_zones and not self.cfg.failover.new_nodes_while_down:
+                # No node comes for it while the zone is down: Pending, on a node that is never
+                # ready and never billed (not one of the fleet's nodes).
+                lost_zone = sorted(self.down_zones)[0]
+                pending = Node(UNSCHEDULED, lost_zone, self.cfg.slots_per_node, now, math.inf)
+                return self._add_replica(pending, now, math.inf, warm=False)
             node = self._add_node(zones[0], now, now + cold.node_ready_s)
             replica = self._add_replica(node, now, now + cold.full_s, warm=False)
         self.schedule(replica.ready_s, "ready", replica)
@@ -251,7 +258,7 @@ class Fleet:
         scale-in order or consolidation could reach with this replica history."""
         total = 0.0
         for zone in self.cfg.zones:
-            mine = [r for r in self.replicas if r.zone == zone]
+            mine = [r for r in self.replicas if r.zone == zone and r.node.nid != UNSCHEDULED]
             steps = sorted([(r.created_s, 1) for r in mine]
                            + [(r.gone_s, -1) for r in mine if r.gone_s is not None])
             live, since = 0, 0.0
@@ -334,4 +341,4 @@ class Fleet:
             node.gone_s = now
 
 
-__all__ = ["DRAINING", "GONE", "LOST", "READY", "STARTING", "Fleet", "Node", "Replica"]
+__all__ = ["DRAINING", "GONE", "LOST", "READY", "STARTING", "UNSCHEDULED", "Fleet", "Node", "Replica"]
