@@ -42,7 +42,8 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   series, which a failed scrape ends): a pod loading its model or being scaled in refuses the
   scrape at once and does not count (`lost_pods`). Its replacement
   then starts with the first poll after the first failed scrape (16-30 s after the loss in the
-  simulator, which waits out the scrape's timeout) instead of the eviction. It cannot pass max,
+  simulator, which makes a failed scrape known a whole interval after it began, where the
+  PodMonitor's timeout is 10 s) instead of the eviction. It cannot pass max,
   so a fleet at max gains nothing. The HPA holds the raised count for its scale-down window, so
   once the eviction frees the lost pods the ReplicaSet starts as many again, and they go after
   about 300 s: a zone lost at the conversation trace's busiest minute cost the 70B 33.57 slice
