@@ -98,12 +98,14 @@ def public_api_cidrs(api_access_cidrs: list[object]) -> list[str]:
     return [str(c) for c in api_access_cidrs]
 
 
-def cluster_props(cloud: Cloud, region: str, zones: list[str], kubernetes_version: str) -> dict[str, object]:
+def cluster_props(cloud: Cloud, region: str, zones: list[str], kubernetes_version: str,
+                  zones_down: list[str] | None = None) -> dict[str, object]:
     """The plain facts a cluster component registers as its inputs, so a plan can read them."""
     return {
         "cloud": str(cloud),
         "region": region,
         "zones": list(zones),
+        "zonesDown": list(zones_down or []),
         "kubernetesVersion": kubernetes_version,
     }
 

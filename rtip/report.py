@@ -49,7 +49,8 @@ def _clusters(record: Record) -> list[dict[str, Any]]:
         ]
         clusters.append({
             "name": res.name, "cloud": res.inputs["cloud"], "region": res.inputs["region"],
-            "zones": res.inputs["zones"], "kubernetes_version": res.inputs["kubernetesVersion"],
+            "zones": res.inputs["zones"], "zones_down": res.inputs.get("zonesDown", []),
+            "kubernetes_version": res.inputs["kubernetesVersion"],
             "pools": pools,
         })
     return clusters
@@ -191,7 +192,9 @@ def print_tables(doc: dict[str, Any], console: Console) -> None:
     for col in ("cluster", "cloud", "region", "zones", "k8s"):
         clusters.add_column(col)
     for c in doc["clusters"]:
-        clusters.add_row(c["name"], c["cloud"], c["region"], ", ".join(c["zones"]), c["kubernetes_version"])
+        down = f" (down: {', '.join(c['zones_down'])}; out of the NodePools)" if c["zones_down"] else ""
+        clusters.add_row(c["name"], c["cloud"], c["region"], ", ".join(c["zones"]) + down,
+                         c["kubernetes_version"])
     console.print(clusters)
 
     tiers = Table(title="SLO tiers", title_justify="left")

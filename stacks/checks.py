@@ -92,6 +92,7 @@ def _check_regions(spec: StackSpec) -> Iterator[Problem]:
                 yield Problem(f"{at}.zones[{j}]", f"zone {zone!r} is not in {cloud} region "
                               f"{region.region}; expected one of: {_choices(known)}")
         env = posture(spec.environment)
+        yield from _check_zones_down(at, region)
         if len(set(region.zones)) < env.min_zones:
             yield Problem(f"{at}.zones", f"{env.environment} needs at least {env.min_zones} zones per "
                           f"region (got {len(set(region.zones))}) so losing one zone still serves")
@@ -124,6 +125,29 @@ def _check_regions(spec: StackSpec) -> Iterator[Problem]:
             yield Problem(f"regions[{j}].network.cidr", f"{b.network.cidr} overlaps "
                           f"regions[{i}] ({a.network.cidr}); regions must not overlap so they can "
                           "be peered")
+
+
+def _check_zones_down(at: str, region: object) -> Iterator[Problem]:
+    down = getattr(region, "zones_down", [])
+    if not down:
+        return
+    zones = list(region.zones)  # type: ignore[attr-defined]
+    for z, count in Counter(down).items():
+        if count > 1:
+            yield Problem(f"{at}.zones_down", f"zone {z!r} is listed {count} times")
+    for k, zone in enumerate(down):
+        if zone not in zones:
+            yield Problem(f"{at}.zones_down[{k}]", f"zone {zone!r} is not one of this region's zones "
+                          f"({', '.join(zones)})")
+    if set(zones) <= set(down):
+        yield Problem(f"{at}.zones_down", "every zone of the region is listed as down; at least one "
+                      "must stay up to serve")
+        return
+    for j, pool in enumerate(region.gpu_pools):  # type: ignore[attr-defined]
+        if pool.zones and set(pool.zones) <= set(down):
+            yield Problem(f"{at}.gpu_pools[{j}].zones", f"pool {pool.name!r} runs only in "
+                          f"{', '.join(pool.zones)}, all listed in zones_down: its Karpenter NodePool "
+                          f"would allow no zone; leave one of them out of zones_down")
 
 
 def _check_gke_capacity(at: str, region: GcpRegion) -> Iterator[Problem]:

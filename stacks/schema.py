@@ -181,6 +181,12 @@ class AwsRegion(_RegionSpec):
     """A region on AWS: an EKS cluster in its own VPC."""
 
     cloud: Literal["aws"] = Field(description="aws: the region's cluster is EKS.")
+    zones_down: list[Text] = Field(default_factory=list, json_schema_extra=UNIQUE, description=(
+        "Zones of `zones` lost to an outage, each once, never all of them. Karpenter keeps "
+        "every zone its NodePools allow as a place the models' replicas must spread over, and "
+        "pins every new node to the lost one, where none launches; a zone listed here is taken "
+        "out of the NodePools and nothing else changes (the plan keeps its replicas and zones). "
+        "Remove it once the zone is back. Default: none."))
 
 
 class GcpRegion(_RegionSpec):

@@ -58,6 +58,12 @@ CASES = [
      "zone 'us-west-2a' is not in aws region us-east-1"),
     (["regions", 0, "region"], "us-east-9", "rtip:platform.regions[0].region",
      "unknown aws region 'us-east-9'"),
+    (["regions", 0, "zones_down"], ["us-east-1z"], "rtip:platform.regions[0].zones_down[0]",
+     "zone 'us-east-1z' is not one of this region's zones (us-east-1a, us-east-1b)"),
+    (["regions", 0, "zones_down"], ["us-east-1a", "us-east-1b"], "rtip:platform.regions[0].zones_down",
+     "every zone of the region is listed as down"),
+    (["regions", 0, "zones_down"], ["us-east-1a", "us-east-1a"], "rtip:platform.regions[0].zones_down",
+     "zone 'us-east-1a' is listed 2 times"),
     (["regions", 0, "cloud"], "oracle", "rtip:platform.regions[0].cloud",
      "unknown cloud 'oracle'; expected one of: aws, gcp, azure"),
     (["regions", 0, "network", "cidr"], "10.10.0.0/24", "rtip:platform.regions[0].network.cidr",
@@ -93,6 +99,14 @@ def test_bad_spec_is_rejected_with_its_key_path(tmp_path, capsys, path, value, w
     assert line is not None, err
     assert str(stack) in line
     assert words in line, err
+
+
+def test_a_pool_left_with_no_zone_up_is_refused(tmp_path, capsys) -> None:
+    doc = set_key(dev_platform(), ["regions", 0, "gpu_pools", 0, "zones"], ["us-east-1b"])
+    doc = set_key(doc, ["regions", 0, "zones_down"], ["us-east-1b"])
+    err = plan_fails(capsys, write_stack(tmp_path, doc))
+    assert "rtip:platform.regions[0].gpu_pools[0].zones: pool 'l4' runs only in us-east-1b, all listed in " \
+        "zones_down" in err, err
 
 
 def test_every_problem_is_reported_at_once(tmp_path, capsys) -> None:

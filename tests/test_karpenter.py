@@ -9,6 +9,7 @@ page (p5.48xlarge: 192 vCPUs, 2,048 GiB, 8 H100), FACTS.md (H100 `all-balanced` 
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from functools import cache
@@ -20,11 +21,13 @@ import pytest
 import yaml
 
 from components.aws.karpenter_iam import controller_policies
+from rtip import offline
 from rtip.deploycheck import Severity, check_kinds, check_values
 from rtip.offline import Record, Resource
+from rtip.stackfile import load
 from serving import karpenter as kp
 from serving.hardware import Cloud
-from tests.conftest import SHARED, plan_of, record_of
+from tests.conftest import SHARED, plan_of, record_of, stack_doc, write_stack
 from tests.test_crds import unknown_fields
 
 CRDS = SHARED / "charts" / "karpenter-crd" / "1.14.1" / "crds"
@@ -409,3 +412,27 @@ def test_the_simulator_keeps_an_empty_node_as_long_as_the_cluster_does() -> None
         assert np is not None, (mp.model, mp.region, mp.pool)
         assert ttl == minutes(np.inputs["spec"]["disruption"]["consolidateAfter"]) * 60
     assert clouds == {Cloud.AWS, Cloud.GCP, Cloud.AZURE}
+
+
+def test_a_zone_listed_down_leaves_every_nodepool_and_changes_nothing_else(tmp_path) -> None:
+    """staging with `zones_down: [us-east-2a]`: its NodePools allow only the other two zones, the
+    cluster and the Karpenter component say so, and every other resource of the stack is the same
+    as without it (the plan keeps its replicas and zones)."""
+    platform = copy.deepcopy(stack_doc("staging")["config"]["rtip:platform"])
+    (aws_at,) = [i for i, r in enumerate(platform["regions"]) if r["cloud"] == "aws"]
+    platform["regions"][aws_at]["zones_down"] = ["us-east-2a"]
+    before = {(r.type, r.name): r for r in record_of("staging").resources}
+    record = offline.run(load(str(write_stack(tmp_path, platform, "staging"))))
+    after = {(r.type, r.name): r for r in record.resources}
+    assert before.keys() == after.keys()
+    changed = {key for key in before if before[key].inputs != after[key].inputs}
+    pools = [key for key in after if kind(after[key]) == "NodePool"]
+    assert pools
+    for key in pools:
+        (zone,) = [q for q in body(after[key])["spec"]["template"]["spec"]["requirements"]
+                   if q["key"] == "topology.kubernetes.io/zone"]
+        assert zone == {"key": "topology.kubernetes.io/zone", "operator": "In",
+                        "values": ["us-east-2b", "us-east-2c"]}
+    components = {key for key in changed if key[0] in ("rtip:aws:Karpenter", "rtip:aws:Cluster")}
+    assert changed == set(pools) | components and len(components) == 2
+    assert all(after[key].inputs["zonesDown"] == ["us-east-2a"] for key in components)

@@ -85,7 +85,7 @@ class AwsCluster(KubernetesCluster):
         self.karpenter = Karpenter(
             f"{name}-karpenter", name, self.region.name, self.eks, k8s_provider, self.gpu_groups, cold,
             self.posture, ready, self.cloud_provider, self.stack.registries.name_prefix,
-            opts=pulumi.ResourceOptions(parent=self))
+            zones_down=tuple(self.region.region.zones_down), opts=pulumi.ResourceOptions(parent=self))
         self.storage_class = ebs_storage(name, self.eks, k8s_provider, ready, self.child)
 
     def build_network(self) -> None:

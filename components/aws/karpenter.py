@@ -67,9 +67,12 @@ def mig_capacity(pool: PoolFacts, pools: Sequence[PoolFacts]) -> dict[str, int]:
     return found
 
 
-def karpenter_pool(pool: PoolFacts, pools: Sequence[PoolFacts]) -> kp.KarpenterPool:
+def karpenter_pool(pool: PoolFacts, pools: Sequence[PoolFacts],
+                   zones_down: Sequence[str] = ()) -> kp.KarpenterPool:
+    """`pool` as Karpenter sees it; `zones_down` (the region's, an outage's) leave its NodePool."""
     return kp.KarpenterPool(
-        name=pool.name, machine_type=pool.machine_type, zones=pool.zones,
+        name=pool.name, machine_type=pool.machine_type,
+        zones=tuple(z for z in pool.zones if z not in zones_down),
         capacity_type=pool.capacity_type, labels=pool.labels,
         taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
         gpu_resource=GPU_RESOURCE[pool.vendor], gpus_per_node=pool.gpus_per_node,
@@ -96,11 +99,13 @@ class Karpenter(pulumi.ComponentResource):
     def __init__(self, name: str, cluster: str, region: str, eks: aws.eks.Cluster,
                  k8s_provider: k8s.Provider, pools: Sequence[tuple[PoolFacts, GpuPool]],
                  cold_start_s: Mapping[str, float], env: Posture, after: Sequence[pulumi.Resource],
-                 provider: pulumi.ProviderResource, image_prefix: str,
+                 provider: pulumi.ProviderResource, image_prefix: str, zones_down: Sequence[str] = (),
                  opts: pulumi.ResourceOptions | None = None) -> None:
+        """`zones_down`: zones of an outage, taken out of every NodePool (stacks/schema.py
+        AwsRegion.zones_down: Karpenter would pin new nodes there)."""
         super().__init__("rtip:aws:Karpenter", name, {
             "cluster": cluster, "namespace": NAMESPACE, "replicas": env.controller_replicas,
-            "pools": [p.name for p, _ in pools]}, opts)
+            "pools": [p.name for p, _ in pools], "zonesDown": list(zones_down)}, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         node_role = aws.iam.Role(f"{name}-node", aws.iam.RoleArgs(
             assume_role_policy=service_trust("ec2.amazonaws.com")), opts=child)
@@ -141,7 +146,8 @@ class Karpenter(pulumi.ComponentResource):
                            list(after))
         # A pool whose floor is its ceiling (min = max) needs nothing from Karpenter.
         specs = [(spec, group) for spec, group in (
-            (karpenter_pool(p, [q for q, _ in pools]), group) for p, group in pools) if spec.headroom_nodes]
+            (karpenter_pool(p, [q for q, _ in pools], zones_down), group) for p, group in pools)
+            if spec.headroom_nodes]
         helm_release(f"{name}-controller", ChartKey.KARPENTER, NAMESPACE,
                      controller_values(cluster, queue.name, env, any(s.extra_capacity for s, _ in specs)),
                      self, k8s_provider, [crd, identity, send, *grants, *after])
