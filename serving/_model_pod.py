@@ -26,6 +26,7 @@ HOST_KEY = "kubernetes.io/hostname"
 # allow the whole cold start after the node joined, with margin: a replica killed at 90 % of its
 # load restarts from zero and never becomes ready.
 PROBE_PERIOD_S = 10
+PROBE_RESTART_GRACE_S = 10  # how long a probe's restart waits for the container to stop
 STARTUP_MARGIN = 1.5
 # Kubelet, containerd, daemonsets and the OS keep this share of a node's CPU and memory.
 NODE_RESERVED = 0.15
@@ -123,11 +124,15 @@ def probes(cold: ColdStart) -> dict[str, Any]:
         return {"httpGet": {"path": HEALTH_PATH, "port": VLLM_PORT}, "periodSeconds": period,
                 "timeoutSeconds": 5, "failureThreshold": failures}
 
+    # A probe's restart runs the preStop drain too (serving/drain.py), under the pod's 120 s grace
+    # period unless the probe sets its own: a wedged or never-started engine has nothing to drain.
+    restart = {"terminationGracePeriodSeconds": PROBE_RESTART_GRACE_S}
     return {
-        "startupProbe": http(PROBE_PERIOD_S, math.ceil(startup_allowance_s(cold) / PROBE_PERIOD_S)),
+        "startupProbe": {**http(PROBE_PERIOD_S, math.ceil(startup_allowance_s(cold) / PROBE_PERIOD_S)),
+                         **restart},
         "readinessProbe": http(PROBE_PERIOD_S, 3),
         # A wedged engine (dead worker, stuck NCCL) only shows as a failing /health: restart it.
-        "livenessProbe": http(15, 4),
+        "livenessProbe": {**http(15, 4), **restart},
     }
 
 

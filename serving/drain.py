@@ -7,7 +7,8 @@ generation in flight stops mid-stream, whatever `terminationGracePeriodSeconds` 
 that drains (`--shutdown-timeout`) came in vLLM 0.18. KServe v0.20 adds no lifecycle hook to a
 Standard-mode predictor. The plan scales in one pod per sync, many times an hour, so without a
 drain each scale-in would cut the longest streams of the pod it removes; the simulator's
-draining replica (serving/simulator/fleet.py) finishes them, which is what this hook makes true.
+draining replica (serving/simulator/fleet.py) finishes them, as this hook lets vLLM do within the
+grace period (the simulator sets no limit and no settle).
 
 Kubernetes runs a container's preStop hook before it sends SIGTERM, within the grace period. The
 hook here waits `PICKER_SETTLE_S` (the endpoint picker drops a pod once its informer sees the
@@ -15,7 +16,9 @@ deletion timestamp: gateway-api-inference-extension v1.5.0 `pkg/epp/util/pod/pod
 so requests already routed still arrive), then polls the server's own /metrics until its running
 and waiting requests are 0, or the server stops answering, or `bound_s` passes; vLLM serves
 /metrics meanwhile, so the autoscaling query keeps seeing the pod. python3 is in both the CUDA and
-the ROCm image (the runtime starts vLLM with it); nothing is written to the read-only root.
+the ROCm image (the runtime starts vLLM with it); nothing is written to the read-only root. A
+probe's restart would run the hook too, so the probes that restart carry a short grace period of
+their own (serving/_model_pod.py).
 """
 
 from __future__ import annotations
@@ -27,29 +30,48 @@ from serving._model_pod import VLLM_PORT
 TERMINATION_GRACE_S = 120  # how long a generation may take to finish once its pod is scaled in
 PICKER_SETTLE_S = 5
 DRAIN_POLL_S = 1
+# vLLM's event loop answers /metrics late under the very load being drained: a slow answer, an
+# error status or a cut body is waited out (until the bound); only a refused connection (the
+# server is gone) ends the drain early. The same 5 s the probes allow.
+METRICS_TIMEOUT_S = 5
 # The hook must end before the grace period does (the kubelet then sends SIGTERM at once, and
-# SIGKILL 2 s later if the hook overran: pod termination's minimum extension).
-HOOK_MARGIN_S = 5
+# SIGKILL 2 s later if the hook overran): its last poll may start at the bound and take a
+# timeout and a pause more.
+HOOK_MARGIN_S = DRAIN_POLL_S + METRICS_TIMEOUT_S + 2
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+CONTAINER_LOG = "/proc/1/fd/1"
 
 
-def drain_script(port: int, settle_s: float, bound_s: float, poll_s: float = DRAIN_POLL_S) -> str:
+def drain_script(port: int, settle_s: float, bound_s: float, poll_s: float = DRAIN_POLL_S,
+                 timeout_s: float = METRICS_TIMEOUT_S, log: str = CONTAINER_LOG) -> str:
     """Python source that waits `settle_s`, then until the server on `port` has nothing running
-    or waiting, stops answering, or `bound_s` more seconds pass."""
+    or waiting, refuses connections, or `bound_s` more seconds pass; it writes why it stopped to
+    `log` (the container's: PID 1's stdout, where `kubectl logs` shows it)."""
     return "\n".join([
-        "import time, urllib.request",
+        "import time, urllib.error, urllib.request",
         f"time.sleep({settle_s:g})",
         f"deadline = time.monotonic() + {bound_s:g}",
+        "why = 'bound reached with requests in flight'",
         "while time.monotonic() < deadline:",
         "    try:",
-        f"        page = urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=2).read()",
-        "    except OSError:",
-        "        break",
-        "    left = sum(float(line.rsplit(' ', 1)[1]) for line in page.decode().splitlines()",
-        f"               if line.split('{{', 1)[0].split(' ', 1)[0] in {GAUGES!r})",
+        f"        url = 'http://127.0.0.1:{port}/metrics'",
+        f"        page = urllib.request.urlopen(url, timeout={timeout_s:g}).read()",
+        "        left = sum(float(line.rsplit(' ', 1)[1]) for line in page.decode().splitlines()",
+        f"                   if line.split('{{', 1)[0].split(' ', 1)[0] in {GAUGES!r})",
+        "    except Exception as err:",
+        "        if isinstance(getattr(err, 'reason', err), ConnectionRefusedError):",
+        "            why = 'server gone'",
+        "            break",
+        "        left = None",
         "    if left == 0:",
+        "        why = 'drained'",
         "        break",
         f"    time.sleep({poll_s:g})",
+        "try:",
+        f"    with open({log!r}, 'w') as log:",
+        "        log.write(f'rtip preStop drain: {why}\\n')",
+        "except OSError:",
+        "    pass",
     ])
 
 
@@ -63,4 +85,5 @@ def lifecycle(grace_s: int = TERMINATION_GRACE_S) -> dict[str, Any]:
     return {"preStop": {"exec": {"command": ["python3", "-c", script]}}}
 
 
-__all__ = ["GAUGES", "HOOK_MARGIN_S", "PICKER_SETTLE_S", "TERMINATION_GRACE_S", "drain_script", "lifecycle"]
+__all__ = ["CONTAINER_LOG", "GAUGES", "HOOK_MARGIN_S", "METRICS_TIMEOUT_S", "PICKER_SETTLE_S",
+           "TERMINATION_GRACE_S", "drain_script", "lifecycle"]

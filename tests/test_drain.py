@@ -6,8 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -29,11 +31,14 @@ vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.25
 
 
 class _Metrics:
-    def __init__(self, states: list[tuple[float, float]]) -> None:
-        self.states = states  # (running, waiting) per request; the last one repeats
+    """A /metrics server whose answers follow `states`: (running, waiting), or "slow" (answers
+    after 2.5 s, past a 2 s client timeout, with 3 running), "error" (HTTP 500), "cut" (a body
+    shorter than its Content-Length); the last state repeats."""
+
+    def __init__(self, states: list[object]) -> None:
+        self.states = states
         self.served = 0
-        handler = self._handler()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.port = self.server.server_address[1]
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -41,11 +46,18 @@ class _Metrics:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                running, waiting = metrics.states[min(metrics.served, len(metrics.states) - 1)]
+                state = metrics.states[min(metrics.served, len(metrics.states) - 1)]
                 metrics.served += 1
+                if state == "error":
+                    self.send_error(500)
+                    return
+                if state == "slow":
+                    time.sleep(2.5)
+                    state = (3, 0)
+                running, waiting = state if isinstance(state, tuple) else (3, 0)
                 body = PAGE.format(running=running, waiting=waiting).encode()
                 self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(len(body) + (100 if state == "cut" else 0)))
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -64,33 +76,43 @@ def metrics(request: pytest.FixtureRequest) -> Iterator[_Metrics]:
     served.server.server_close()
 
 
-def _run(port: int, bound_s: float) -> subprocess.CompletedProcess[str]:
-    script = drain.drain_script(port, settle_s=0, bound_s=bound_s, poll_s=0.05)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+def _drain(port: int, bound_s: float, log: Path) -> str:
+    """Run the script as the kubelet would; what it logged. A run past 60 s fails the test."""
+    script = drain.drain_script(port, settle_s=0, bound_s=bound_s, poll_s=0.05, timeout_s=2, log=str(log))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           check=False)
+    assert done.returncode == 0, done.stderr
+    return log.read_text()
 
 
 @pytest.mark.parametrize("metrics", [[(3, 1), (2, 0), (0, 1), (0, 0)]], indirect=True)
-def test_the_drain_waits_until_nothing_runs_or_waits(metrics: _Metrics) -> None:
+def test_the_drain_waits_until_nothing_runs_or_waits(metrics: _Metrics, tmp_path: Path) -> None:
     # Running and waiting both count: (0, 1) is not drained. The lookalike series is not read.
-    done = _run(metrics.port, bound_s=30)
-    assert done.returncode == 0, done.stderr
+    assert _drain(metrics.port, 30, tmp_path / "log") == "rtip preStop drain: drained\n"
+    assert metrics.served == 4
+
+
+@pytest.mark.parametrize("metrics", [["slow", "error", "cut", (0, 0)]], indirect=True)
+def test_a_slow_failing_or_cut_answer_is_waited_out(metrics: _Metrics, tmp_path: Path) -> None:
+    """vLLM answers /metrics late under the load being drained: a timeout, a 500 and a cut body
+    each mean "ask again", not "nothing left"."""
+    assert _drain(metrics.port, 30, tmp_path / "log") == "rtip preStop drain: drained\n"
     assert metrics.served == 4
 
 
 @pytest.mark.parametrize("metrics", [[(5, 0)]], indirect=True)
-def test_the_drain_gives_up_at_its_bound(metrics: _Metrics) -> None:
-    done = _run(metrics.port, bound_s=0.5)
-    assert done.returncode == 0, done.stderr
-    assert 2 <= metrics.served < 100  # polled, then stopped by the bound, not by a drained server
+def test_the_drain_gives_up_at_its_bound(metrics: _Metrics, tmp_path: Path) -> None:
+    log = _drain(metrics.port, 0.5, tmp_path / "log")
+    assert log == "rtip preStop drain: bound reached with requests in flight\n"
+    assert 2 <= metrics.served < 100  # polled, then stopped by the bound
 
 
-def test_the_drain_ends_when_the_server_does_not_answer() -> None:
+def test_the_drain_ends_when_the_server_is_gone(tmp_path: Path) -> None:
     closed = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     port = closed.server_address[1]
     closed.server_close()  # nothing listens there now: refused at once
-    done = _run(port, bound_s=30)
-    assert done.returncode == 0, done.stderr
+    # A bound far past the run's 60 s limit: only the refusal can end it in time.
+    assert _drain(port, 600, tmp_path / "log") == "rtip preStop drain: server gone\n"
 
 
 def test_every_predictor_drains_within_its_grace_period() -> None:
@@ -107,6 +129,12 @@ def test_every_predictor_drains_within_its_grace_period() -> None:
         assert f"127.0.0.1:{VLLM_PORT}/metrics" in script
         settle = float(script.split("time.sleep(")[1].split(")")[0])
         bound = float(script.split("time.monotonic() + ")[1].split("\n")[0])
-        assert settle > 0 and bound >= 60 and settle + bound < grace
+        timeout = float(script.split("timeout=")[1].split(")")[0])
+        # The last poll may start at the bound: a timeout and a pause later the hook must be done.
+        assert settle > 0 and bound >= 60 and settle + bound + timeout + 1 < grace
+        assert "'/proc/1/fd/1'" in script  # its reason goes to the container's log
+        model = predictor["model"]
+        for probe in ("livenessProbe", "startupProbe"):  # a restart has nothing to drain
+            assert model[probe]["terminationGracePeriodSeconds"] <= 10
     with pytest.raises(ValueError, match="no time to drain"):
         drain.lifecycle(grace_s=10)
