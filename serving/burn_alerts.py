@@ -105,6 +105,6 @@ def rule_body(metadata: dict[str, Any], group: str, rules: list[dict[str, Any]])
             "spec": {"groups": [{"name": group, "rules": rules}]}}
 
 
-__all__ = ["ABSENT_FOR", "ABSENT_SEEN", "BURN_ALERTS", "MIN_MISSES", "PROMETHEUS_RULE", "BurnAlert",
-           "absent_rule", "burn_rule", "burn_threshold", "can_fire", "least_requests", "rule_body",
-           "windows"]
+__all__ = ["ABSENT_FOR", "ABSENT_SEEN", "ABSENT_SEVERITY", "BURN_ALERTS", "MIN_MISSES", "PROMETHEUS_RULE",
+           "BurnAlert", "absent_rule", "burn_rule", "burn_threshold", "can_fire", "least_requests",
+           "rule_body", "windows"]

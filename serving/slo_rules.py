@@ -51,6 +51,7 @@ from typing import Any
 from serving.burn_alerts import (
     ABSENT_FOR,
     ABSENT_SEEN,
+    ABSENT_SEVERITY,
     BURN_ALERTS,
     MIN_MISSES,
     PROMETHEUS_RULE,
@@ -68,6 +69,16 @@ from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
 ALERT = "RtipLatencyBudgetBurn"
 ABSENT_ALERT = "RtipModelMetricsAbsent"
+BLIND_ALERT = "RtipAutoscalerBlind"
+BLIND_FOR = "5m"
+# kube-state-metrics' HPA condition (internal/store/hpa.go, stable; the kube-prometheus-stack
+# scrape keeps its namespace label: honorLabels) and the HPA KEDA makes for a ScaledObject
+# (controllers/keda/hpa.go getDefaultHpaName).
+HPA_CONDITION = "kube_horizontalpodautoscaler_status_condition"
+
+
+def keda_hpa(scaled_object: str) -> str:
+    return f"keda-hpa-{scaled_object}"
 RECORD = "slo:sli_error:ratio_rate{window}"
 
 
@@ -151,7 +162,30 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
         f"{model} reports no metrics",
         f"No pod of {model} has been scraped for {ABSENT_FOR}: it serves nothing, or Prometheus "
         f"cannot see it, and its latency alerts are blind."))
+    alerts.append(blind_rule(model, namespace, series))
     return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
+
+
+def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A page once the model's HPA has failed to read its metric for BLIND_FOR: KEDA's metrics
+    API server unreachable (a zone lost with it; kedacore/keda#8211, an adapter Ready without its
+    link to the operator), so the fleet holds its replicas whatever the load, the zone branch and
+    the lost-pod term included. KEDA's own fallback (Prometheus unreachable) still hands the HPA
+    a metric and does not show here; the heartbeat covers a Prometheus that is gone."""
+    condition = (f'{HPA_CONDITION}{{namespace="{namespace}",horizontalpodautoscaler="{keda_hpa(model)}",'
+                 f'condition="ScalingActive",status="false"}}')
+    return {
+        "alert": BLIND_ALERT,
+        "expr": f"{condition} == 1",
+        "for": BLIND_FOR,
+        "labels": {"severity": ABSENT_SEVERITY, **labels},
+        "annotations": {
+            "summary": f"{model} cannot autoscale",
+            "description": (f"The HPA of {model} has not read its metric for {BLIND_FOR} "
+                            f"(ScalingActive false): it holds its replicas whatever the load. "
+                            f"Check KEDA's metrics API server and operator."),
+        },
+    }
 
 
 def rule_notes(model: str, tier: TierSpec) -> list[str]:
@@ -162,7 +196,7 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
             f"{a.burn_rate:g} x its {tier.tail:.1%} tail is 100 % or more" for a in dropped]
 
 
-__all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BURN_ALERTS", "MIN_MISSES",
-           "PROMETHEUS_RULE", "RECORD", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire",
-           "bound", "bounds", "error_ratio", "min_requests", "prometheus_rule", "requests_in", "rule_notes",
-           "threshold", "windows"]
+__all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BLIND_ALERT", "BLIND_FOR", "BURN_ALERTS",
+           "HPA_CONDITION", "MIN_MISSES", "PROMETHEUS_RULE", "RECORD", "BurnAlert", "UnmeasurableTarget",
+           "alerts_that_can_fire", "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa",
+           "min_requests", "prometheus_rule", "requests_in", "rule_notes", "threshold", "windows"]

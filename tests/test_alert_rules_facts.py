@@ -133,7 +133,7 @@ def test_the_plans_own_alerts_are_read_per_cluster() -> None:
     record = record_of("prod")
     release = _first_release(record)
     fired = alert_match.plan_alerts(record, cluster_of(record, release))
-    assert {a["alertname"] for a in fired} == {slo_rules.ALERT, slo_rules.ABSENT_ALERT,
+    assert {a["alertname"] for a in fired} == {slo_rules.ALERT, slo_rules.ABSENT_ALERT, slo_rules.BLIND_ALERT,
                                                gateway_slo.ALERT, gateway_slo.ABSENT_ALERT}
     assert {a["severity"] for a in fired} == {"page", "ticket"}
     # Another cluster's rules are not this one's: none at all for a cluster no resource names.

@@ -24,6 +24,7 @@ from serving.simulator.sim import Simulation
 from serving.slo_rules import (
     ABSENT_ALERT,
     ALERT,
+    BLIND_ALERT,
     BURN_ALERTS,
     RECORD,
     UnmeasurableTarget,
@@ -261,6 +262,49 @@ def test_a_model_whose_metrics_vanish_pages_after_ten_minutes(tmp_path: Path) ->
             "alert_rule_test": [{"eval_time": t, "alertname": ABSENT_ALERT, "exp_alerts": []}
                                 for t in ("15m", "29m", "45m")]}
     done = promtool.run_rule_tests(_groups(rule), [test, late], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_model_whose_hpa_cannot_read_its_metric_pages_after_five_minutes(tmp_path: Path) -> None:
+    """kube-state-metrics' ScalingActive condition of the model's HPA, one sample a minute: true
+    for 10 minutes, false from minute 10 (KEDA's metrics API unreachable). The page holds from
+    minute 15 (5 minutes false), not before, and not for another model's HPA, a true status, or
+    another condition. The HPA's name is the one KEDA gives the ScaledObject the plan emits."""
+    rule = _rule("m", TIERS["interactive"])
+    # In the dev record, each model's rule names the HPA of the ScaledObject beside it.
+    objects = [r.inputs for r in record_of("dev").resources if r.inputs.get("kind") in ("ScaledObject",
+                                                                                       "PrometheusRule")]
+    scaled = [o for o in objects if o["kind"] == "ScaledObject"]
+    assert scaled
+    for so in scaled:
+        name, ns = so["metadata"]["name"], so["metadata"]["namespace"]
+        (slo,) = [o for o in objects if o["kind"] == "PrometheusRule" and o["metadata"]["namespace"] == ns
+                  and any(g["name"] == f"{name}-latency-slo" for g in o["spec"]["groups"])]
+        (blind,) = [a for g in slo["spec"]["groups"] for a in g["rules"] if a.get("alert") == BLIND_ALERT]
+        assert f'namespace="{ns}",horizontalpodautoscaler="keda-hpa-{name}"' in blind["expr"]
+
+    def cond(hpa: str, condition: str, status: str) -> str:
+        return (f'kube_horizontalpodautoscaler_status_condition{{namespace="{NS}",horizontalpodautoscaler='
+                f'"{hpa}",condition="{condition}",status="{status}"}}')
+    series = [
+        {"series": cond("keda-hpa-m", "ScalingActive", "false"), "values": "0x9 1x30"},
+        {"series": cond("keda-hpa-m", "ScalingActive", "true"), "values": "1x9 0x30"},
+        {"series": cond("keda-hpa-other", "ScalingActive", "false"), "values": "1x40"},
+        {"series": cond("keda-hpa-m", "AbleToScale", "false"), "values": "1x40"},
+    ]
+    # By hand: the condition's labels, the model's and its tier, a page.
+    firing = [{"exp_labels": {"severity": "page", "model": "m", "tier": "interactive", "namespace": NS,
+                              "horizontalpodautoscaler": "keda-hpa-m", "condition": "ScalingActive",
+                              "status": "false"},
+               "exp_annotations": {
+                   "summary": "m cannot autoscale",
+                   "description": ("The HPA of m has not read its metric for 5m (ScalingActive false): "
+                                   "it holds its replicas whatever the load. Check KEDA's metrics API "
+                                   "server and operator.")}}]
+    test = {"interval": "1m", "input_series": series,
+            "alert_rule_test": [{"eval_time": t, "alertname": BLIND_ALERT, "exp_alerts": fired}
+                                for t, fired in (("9m", []), ("14m", []), ("15m", firing), ("30m", firing))]}
+    done = promtool.run_rule_tests(_groups(rule), [test], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
