@@ -109,6 +109,20 @@ def test_a_zone_loss_without_zone_surplus_fails_the_error_budget(
         assert code == 1
 
 
+@pytest.mark.parametrize(("replicas", "pending"), [((3, 3), 0), ((6, 6), 2)])
+def test_replacements_with_no_free_slot_stay_pending_on_eks(
+        tmp_path: Path, traces: dict[str, Path], capsys, replicas: tuple[int, int], pending: int) -> None:
+    """dev is on EKS, whose Karpenter launches no node while a zone is down, and its pool's nodes
+    hold two replicas each. One replica a zone leaves a free slot in each zone up, so the lost
+    one's replacement starts there; two a zone fill every node, so both of the lost zone's
+    replacements wait for a node until the run ends, and the item says what to do."""
+    stack = _stack(tmp_path, "p", 5.0, replicas, ["us-east-1a", "us-east-1b", "us-east-1c"])
+    _, doc = _run(capsys, str(stack), "--trace", str(traces["long"]), "--zone-loss", "us-east-1a@120")
+    item = _item(doc, "zone loss")
+    assert item["figures"]["pending_replicas"] == pending
+    assert ("list it in the region's zones_down" in item["detail"]) == bool(pending)
+
+
 def test_a_zone_lost_less_than_a_cold_start_before_the_trace_ends_says_its_window_is_cut(
         tmp_path: Path, traces: dict[str, Path], capsys) -> None:
     """dev's zone-loss window is its 707 s cold start after the lost pods' eviction at 90 s
