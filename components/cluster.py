@@ -95,7 +95,7 @@ class KubernetesCluster(pulumi.ComponentResource, ABC):
         pools = tuple(pool_facts(region.cloud, p) for p in region.pools)
         super().__init__(self.TYPE, name, cluster_props(
             region.cloud, region.name, list(region.region.zones), plan.spec.kubernetes_version,
-            list(getattr(region.region, "zones_down", []))), opts)
+            getattr(region.region, "zones_down", None)), opts)
         self.cluster_name = name
         self.region = region
         self.stack = plan.spec

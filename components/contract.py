@@ -100,12 +100,13 @@ def public_api_cidrs(api_access_cidrs: list[object]) -> list[str]:
 
 def cluster_props(cloud: Cloud, region: str, zones: list[str], kubernetes_version: str,
                   zones_down: list[str] | None = None) -> dict[str, object]:
-    """The plain facts a cluster component registers as its inputs, so a plan can read them."""
+    """The plain facts a cluster component registers as its inputs, so a plan can read them;
+    `zones_down` only where the region can name them (AWS: Karpenter's NodePools)."""
     return {
         "cloud": str(cloud),
         "region": region,
         "zones": list(zones),
-        "zonesDown": list(zones_down or []),
+        **({"zonesDown": list(zones_down)} if zones_down is not None else {}),
         "kubernetesVersion": kubernetes_version,
     }
 
