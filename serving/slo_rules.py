@@ -75,6 +75,12 @@ BLIND_FOR = "5m"
 # scrape keeps its namespace label: honorLabels) and the HPA KEDA makes for a ScaledObject
 # (controllers/keda/hpa.go getDefaultHpaName).
 HPA_CONDITION = "kube_horizontalpodautoscaler_status_condition"
+FALLBACK_ALERT = "RtipAutoscalerQueryFailing"
+# KEDA's operator counts every failed read of a ScaledObject's trigger
+# (pkg/metricscollector/prommetrics.go `keda_scaled_object_errors_total{namespace, scaledObject}`);
+# the chart's ServiceMonitor keeps the target's own `namespace`, so Prometheus renames KEDA's to
+# `exported_namespace` (honor_labels false).
+SCALED_OBJECT_ERRORS = "keda_scaled_object_errors_total"
 
 
 def keda_hpa(scaled_object: str) -> str:
@@ -163,7 +169,30 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
         f"No pod of {model} has been scraped for {ABSENT_FOR}: it serves nothing, or Prometheus "
         f"cannot see it, and its latency alerts are blind."))
     alerts.append(blind_rule(model, namespace, series))
+    alerts.append(query_failing_rule(model, namespace, series))
     return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
+
+
+def query_failing_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A page once KEDA has failed to read the model's trigger in every minute of BLIND_FOR: its
+    fallback then holds the replicas (serving/autoscaling.py), so the HPA still has a metric and
+    `blind_rule` stays quiet, but the fleet no longer follows the load (Prometheus unreachable
+    from KEDA, or the query answering nothing)."""
+    errors = f'{SCALED_OBJECT_ERRORS}{{exported_namespace="{namespace}",scaledObject="{model}"}}'
+    return {
+        "alert": FALLBACK_ALERT,
+        # Two minutes: four of the 30 s scrapes KEDA's metrics get (the chart sets no interval,
+        # kube-prometheus-stack's default is 30 s), so a rate always has two samples.
+        "expr": f"sum(increase({errors}[2m])) > 0",
+        "for": BLIND_FOR,
+        "labels": {"severity": ABSENT_SEVERITY, **labels},
+        "annotations": {
+            "summary": f"{model}'s autoscaling query is failing",
+            "description": (f"KEDA has failed to read {model}'s trigger in every minute for {BLIND_FOR}: "
+                            f"its fallback holds the replicas whatever the load. Check that KEDA "
+                            f"reaches Prometheus and that the model's pods are scraped."),
+        },
+    }
 
 
 def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -171,7 +200,7 @@ def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, 
     API server unreachable (a zone lost with it; kedacore/keda#8211, an adapter Ready without its
     link to the operator), so the fleet holds its replicas whatever the load, the zone branch and
     the lost-pod term included. KEDA's own fallback (Prometheus unreachable) still hands the HPA
-    a metric and does not show here; the heartbeat covers a Prometheus that is gone."""
+    a metric and does not show here: `query_failing_rule` pages for that."""
     condition = (f'{HPA_CONDITION}{{namespace="{namespace}",horizontalpodautoscaler="{keda_hpa(model)}",'
                  f'condition="ScalingActive",status="false"}}')
     return {
@@ -197,6 +226,7 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
 
 
 __all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BLIND_ALERT", "BLIND_FOR", "BURN_ALERTS",
-           "HPA_CONDITION", "MIN_MISSES", "PROMETHEUS_RULE", "RECORD", "BurnAlert", "UnmeasurableTarget",
-           "alerts_that_can_fire", "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa",
-           "min_requests", "prometheus_rule", "requests_in", "rule_notes", "threshold", "windows"]
+           "FALLBACK_ALERT", "HPA_CONDITION", "MIN_MISSES", "PROMETHEUS_RULE", "RECORD",
+           "SCALED_OBJECT_ERRORS", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire", "blind_rule",
+           "bound", "bounds", "error_ratio", "keda_hpa", "min_requests", "prometheus_rule",
+           "query_failing_rule", "requests_in", "rule_notes", "threshold", "windows"]

@@ -26,6 +26,7 @@ from serving.slo_rules import (
     ALERT,
     BLIND_ALERT,
     BURN_ALERTS,
+    FALLBACK_ALERT,
     RECORD,
     UnmeasurableTarget,
     alerts_that_can_fire,
@@ -305,6 +306,36 @@ def test_a_model_whose_hpa_cannot_read_its_metric_pages_after_five_minutes(tmp_p
             "alert_rule_test": [{"eval_time": t, "alertname": BLIND_ALERT, "exp_alerts": fired}
                                 for t, fired in (("9m", []), ("14m", []), ("15m", firing), ("30m", firing))]}
     done = promtool.run_rule_tests(_groups(rule), [test], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_model_whose_trigger_keeps_failing_pages_after_five_minutes(tmp_path: Path) -> None:
+    """KEDA's error counter for the model's ScaledObject, one sample a minute as scraped (KEDA's
+    own namespace label renamed exported_namespace): four failed polls a minute after minute 10.
+    The increase over two minutes is above 0 from minute 11, so the page holds from minute 16; a
+    burst of four minutes, another model's errors and another namespace's page no one."""
+    rule = _rule("m", TIERS["interactive"])
+
+    def errors(namespace: str, scaled_object: str) -> str:
+        return (f'keda_scaled_object_errors_total{{namespace="keda",exported_namespace="{namespace}",'
+                f'scaledObject="{scaled_object}",job="keda-operator"}}')
+    failing = {"interval": "1m", "input_series": [
+        {"series": errors(NS, "m"), "values": "0x10 4+4x30"},
+        {"series": errors(NS, "other"), "values": "0+4x40"},
+        {"series": errors("elsewhere", "m"), "values": "0+4x40"}]}
+    firing = [{"exp_labels": {"severity": "page", "model": "m", "tier": "interactive"},
+               "exp_annotations": {
+                   "summary": "m's autoscaling query is failing",
+                   "description": ("KEDA has failed to read m's trigger in every minute for 5m: its "
+                                   "fallback holds the replicas whatever the load. Check that KEDA "
+                                   "reaches Prometheus and that the model's pods are scraped.")}}]
+    at = (("10m", []), ("15m", []), ("16m", firing), ("40m", firing))
+    failing["alert_rule_test"] = [{"eval_time": t, "alertname": FALLBACK_ALERT, "exp_alerts": fired}
+                                  for t, fired in at]
+    burst = {"interval": "1m", "input_series": [{"series": errors(NS, "m"), "values": "0x10 4+4x3 16x30"}],
+             "alert_rule_test": [{"eval_time": t, "alertname": FALLBACK_ALERT, "exp_alerts": []}
+                                 for t in ("13m", "16m", "20m", "40m")]}
+    done = promtool.run_rule_tests(_groups(rule), [failing, burst], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
