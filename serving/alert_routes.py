@@ -38,9 +38,11 @@ from serving.burn_alerts import ABSENT_SEVERITY, BURN_ALERTS
 
 T = TypeVar("T")
 # The toolkit's own alerts: each model's latency SLO and the gateway's availability SLO, their
-# burn alerts at every severity BURN_ALERTS has, their absent pages at ABSENT_SEVERITY.
+# burn alerts at every severity BURN_ALERTS has, and the pages at ABSENT_SEVERITY: metrics gone,
+# and a model's autoscaler blind or its query failing.
 BURN_NAMES = (slo_rules.ALERT, gateway_slo.ALERT)
-ABSENT_NAMES = (slo_rules.ABSENT_ALERT, gateway_slo.ABSENT_ALERT)
+ABSENT_NAMES = (slo_rules.ABSENT_ALERT, gateway_slo.ABSENT_ALERT, slo_rules.BLIND_ALERT,
+                slo_rules.FALLBACK_ALERT)
 
 
 def slo_alerts(severity: str) -> tuple[str, ...]:

@@ -68,6 +68,8 @@ class KarpenterPool:
     nvme: bool  # the instance type has instance-store NVMe
     # Extended resources one node advertises that EC2 does not know (MIG slices), per node.
     extra_capacity: Mapping[str, int] = field(default_factory=dict)
+    # Zones of an outage, already taken out of `zones` (stacks/schema.py AwsRegion.zones_down).
+    zones_down: tuple[str, ...] = ()
 
     @property
     def headroom_nodes(self) -> int:
@@ -141,9 +143,19 @@ def node_pool(pool: KarpenterPool, cold_start_s: float) -> dict[str, object]:
             "limits": limits(pool),
             "disruption": {"consolidationPolicy": "WhenEmpty",
                            "consolidateAfter": consolidate_after(cold_start_s),
-                           "budgets": [{"nodes": "1"}]},
+                           "budgets": budgets(pool)},
         },
     }
+
+
+def budgets(pool: KarpenterPool) -> list[dict[str, object]]:
+    """One node disrupted at a time; none for drift while a zone is listed down. A node whose
+    zone left the NodePool's requirement is drifted (karpenter v1.14.1
+    nodeclaim/disruption/drift.go areRequirementsDrifted), and Karpenter would replace and
+    terminate the lost zone's nodes one by one: the ones a partial outage still serves with, and
+    the ones the zone would come back with."""
+    held = [{"nodes": "0", "reasons": ["Drifted"]}] if pool.zones_down else []
+    return [*held, {"nodes": "1"}]
 
 
 def node_overlay(pool: KarpenterPool) -> dict[str, object] | None:
@@ -161,6 +173,6 @@ def node_overlay(pool: KarpenterPool) -> dict[str, object] | None:
 
 
 __all__ = ["AMI_ALIAS", "CAPACITY_TYPE", "DISCOVERY_TAG", "EXPIRE_AFTER", "NODECLASS_API",
-           "NODEOVERLAY_API", "NODEPOOL_API", "NODEPOOL_LABEL", "KarpenterPool", "consolidate_after",
-           "consolidate_after_s",
-           "ec2_node_class", "limits", "node_overlay", "node_pool"]
+           "NODEOVERLAY_API", "NODEPOOL_API", "NODEPOOL_LABEL", "KarpenterPool", "budgets",
+           "consolidate_after", "consolidate_after_s", "ec2_node_class", "limits", "node_overlay",
+           "node_pool"]

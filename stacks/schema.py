@@ -185,8 +185,9 @@ class AwsRegion(_RegionSpec):
         "Zones of `zones` lost to an outage, each once, never all of them. Karpenter keeps "
         "every zone its NodePools allow as a place the models' replicas must spread over, and "
         "pins every new node to the lost one, where none launches; a zone listed here is taken "
-        "out of the NodePools and nothing else changes (the plan keeps its replicas and zones). "
-        "Remove it once the zone is back. Default: none."))
+        "out of the NodePools, whose drift disruption is held meanwhile (the zone's nodes would "
+        "count as drifted and be replaced); the plan keeps its replicas and zones. Remove it once "
+        "the zone is back. AWS regions only. Default: none."))
 
 
 class GcpRegion(_RegionSpec):

@@ -80,6 +80,21 @@ def test_prod_pages_and_tickets_reach_their_webhooks_and_nothing_else_changes(tm
     assert config["inhibit_rules"] == chart["inhibit_rules"] and config["route"]["receiver"] == "null"
 
 
+def test_every_alert_the_plan_fires_reaches_the_receiver_of_its_severity(tmp_path: Path) -> None:
+    """Each alert in prod's own PrometheusRules (every model's and gateway's), with its labels,
+    as amtool routes it through the rendered config: a page to rtip-slo-page, a ticket to
+    rtip-slo-ticket, none to the chart's `null`."""
+    config = _alertmanager_config("prod")
+    fired = {(rule["alert"], rule["labels"]["severity"])
+             for r in record_of("prod").resources if r.inputs.get("kind") == "PrometheusRule"
+             for group in r.inputs["spec"]["groups"] for rule in group["rules"] if "alert" in rule}
+    assert {name for name, _ in fired} >= {ALERT, ABSENT_ALERT, "RtipAutoscalerBlind",
+                                           "RtipAutoscalerQueryFailing", "RtipGatewayAvailabilityBurn"}
+    for name, severity in sorted(fired):
+        routed = _route(config, tmp_path, {"alertname": name, "severity": severity})
+        assert routed == f"rtip-slo-{severity}", name
+
+
 def test_amtool_reads_the_webhook_bodies_it_passes(tmp_path: Path) -> None:
     """The check above reads each receiver's webhook as emitted: the same config with a webhook
     naming both a URL and a URL file, or neither, is refused (Alertmanager's config.go takes

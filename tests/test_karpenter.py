@@ -415,9 +415,10 @@ def test_the_simulator_keeps_an_empty_node_as_long_as_the_cluster_does() -> None
 
 
 def test_a_zone_listed_down_leaves_every_nodepool_and_changes_nothing_else(tmp_path) -> None:
-    """staging with `zones_down: [us-east-2a]`: its NodePools allow only the other two zones, the
-    cluster and the Karpenter component say so, and every other resource of the stack is the same
-    as without it (the plan keeps its replicas and zones)."""
+    """staging with `zones_down: [us-east-2a]`: its NodePools allow only the other two zones and
+    hold drift (the zone's nodes no longer match the requirement: Karpenter would replace them),
+    each still valid for the CRD; the cluster and the Karpenter component say so, and every other
+    resource of the stack is the same as without it (the plan keeps its replicas and zones)."""
     platform = copy.deepcopy(stack_doc("staging")["config"]["rtip:platform"])
     (aws_at,) = [i for i, r in enumerate(platform["regions"]) if r["cloud"] == "aws"]
     platform["regions"][aws_at]["zones_down"] = ["us-east-2a"]
@@ -433,6 +434,10 @@ def test_a_zone_listed_down_leaves_every_nodepool_and_changes_nothing_else(tmp_p
                    if q["key"] == "topology.kubernetes.io/zone"]
         assert zone == {"key": "topology.kubernetes.io/zone", "operator": "In",
                         "values": ["us-east-2b", "us-east-2c"]}
+        assert body(after[key])["spec"]["disruption"]["budgets"] == [
+            {"nodes": "0", "reasons": ["Drifted"]}, {"nodes": "1"}]
+        assert body(before[key])["spec"]["disruption"]["budgets"] == [{"nodes": "1"}]
+        jsonschema.validate(body(after[key]), schema(kp.NODEPOOL_API, "NodePool"))
     components = {key for key in changed if key[0] in ("rtip:aws:Karpenter", "rtip:aws:Cluster")}
     assert changed == set(pools) | components and len(components) == 2
     assert all(after[key].inputs["zonesDown"] == ["us-east-2a"] for key in components)

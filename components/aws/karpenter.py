@@ -78,7 +78,8 @@ def karpenter_pool(pool: PoolFacts, pools: Sequence[PoolFacts],
         gpu_resource=GPU_RESOURCE[pool.vendor], gpus_per_node=pool.gpus_per_node,
         vcpus=pool.shape.vcpus, memory_gib=pool.shape.memory_gib, floor_nodes=pool.min_nodes,
         max_nodes=pool.max_nodes, nvme=pool.nvme_path is not None,
-        extra_capacity=mig_capacity(pool, pools))
+        extra_capacity=mig_capacity(pool, pools),
+        zones_down=tuple(z for z in zones_down if z in pool.zones))
 
 
 def controller_values(cluster: str, queue_name: pulumi.Input[str], env: Posture,
