@@ -83,9 +83,11 @@ FALLBACK_ALERT = "RtipAutoscalerQueryFailing"
 SCALED_OBJECT_ERRORS = "keda_scaled_object_errors_total"
 
 
+RECORD = "slo:sli_error:ratio_rate{window}"
+
+
 def keda_hpa(scaled_object: str) -> str:
     return f"keda-hpa-{scaled_object}"
-RECORD = "slo:sli_error:ratio_rate{window}"
 
 
 class UnmeasurableTarget(ValueError):
@@ -173,26 +175,25 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
     return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
 
 
+def _page(name: str, expr: str, labels: dict[str, str], summary: str, description: str) -> dict[str, Any]:
+    """A page once `expr` has held for BLIND_FOR."""
+    return {"alert": name, "expr": expr, "for": BLIND_FOR, "labels": {"severity": ABSENT_SEVERITY, **labels},
+            "annotations": {"summary": summary, "description": description}}
+
+
 def query_failing_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """A page once KEDA has failed to read the model's trigger in every minute of BLIND_FOR: its
     fallback then holds the replicas (serving/autoscaling.py), so the HPA still has a metric and
     `blind_rule` stays quiet, but the fleet no longer follows the load (Prometheus unreachable
     from KEDA, or the query answering nothing)."""
     errors = f'{SCALED_OBJECT_ERRORS}{{exported_namespace="{namespace}",scaledObject="{model}"}}'
-    return {
-        "alert": FALLBACK_ALERT,
-        # Two minutes: four of the 30 s scrapes KEDA's metrics get (the chart sets no interval,
-        # kube-prometheus-stack's default is 30 s), so a rate always has two samples.
-        "expr": f"sum(increase({errors}[2m])) > 0",
-        "for": BLIND_FOR,
-        "labels": {"severity": ABSENT_SEVERITY, **labels},
-        "annotations": {
-            "summary": f"{model}'s autoscaling query is failing",
-            "description": (f"KEDA has failed to read {model}'s trigger in every minute for {BLIND_FOR}: "
-                            f"its fallback holds the replicas whatever the load. Check that KEDA "
-                            f"reaches Prometheus and that the model's pods are scraped."),
-        },
-    }
+    # Two minutes: four of the 30 s scrapes KEDA's metrics get (the chart sets no interval,
+    # kube-prometheus-stack's default is 30 s), so a rate always has two samples.
+    return _page(FALLBACK_ALERT, f"sum(increase({errors}[2m])) > 0", labels,
+                 f"{model}'s autoscaling query is failing",
+                 f"KEDA has failed to read {model}'s trigger in every minute for {BLIND_FOR}: its fallback "
+                 f"holds the replicas whatever the load. Check that KEDA reaches Prometheus and that the "
+                 f"model's pods are scraped.")
 
 
 def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -203,18 +204,9 @@ def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, 
     a metric and does not show here: `query_failing_rule` pages for that."""
     condition = (f'{HPA_CONDITION}{{namespace="{namespace}",horizontalpodautoscaler="{keda_hpa(model)}",'
                  f'condition="ScalingActive",status="false"}}')
-    return {
-        "alert": BLIND_ALERT,
-        "expr": f"{condition} == 1",
-        "for": BLIND_FOR,
-        "labels": {"severity": ABSENT_SEVERITY, **labels},
-        "annotations": {
-            "summary": f"{model} cannot autoscale",
-            "description": (f"The HPA of {model} has not read its metric for {BLIND_FOR} "
-                            f"(ScalingActive false): it holds its replicas whatever the load. "
-                            f"Check KEDA's metrics API server and operator."),
-        },
-    }
+    return _page(BLIND_ALERT, f"{condition} == 1", labels, f"{model} cannot autoscale",
+                 f"The HPA of {model} has not read its metric for {BLIND_FOR} (ScalingActive false): it "
+                 f"holds its replicas whatever the load. Check KEDA's metrics API server and operator.")
 
 
 def rule_notes(model: str, tier: TierSpec) -> list[str]:
