@@ -14,7 +14,7 @@ import math
 import types
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -90,11 +90,28 @@ def _problem(error: Any) -> Problem:
         allowed = list(owner.model_fields) if owner else []
         close = difflib.get_close_matches(field, allowed, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
+        elsewhere = _sibling_clouds(owner, field)
+        if elsewhere:
+            hint = f" here: it is a key of {', '.join(elsewhere)} regions only"
         return Problem(path, f"unknown key{hint}; expected one of: {', '.join(allowed)}")
     if kind == "missing":
         return Problem(path, "required key is missing")
     message = _plain(kind, ctx, error.get("input"), _optional(owner, field), error["msg"])
     return Problem(path, f"as a key: {message}" if is_key else message)
+
+
+def _sibling_clouds(owner: Any, field: str) -> list[str]:
+    """The clouds whose member of `owner`'s union (a region per cloud) has `field`: `zones_down`
+    on a GCP region is an AWS key, not a typo."""
+    if owner is None:
+        return []
+    found = []
+    for base in owner.__bases__:
+        for sibling in base.__subclasses__():
+            cloud = getattr(sibling, "model_fields", {}).get("cloud")
+            if sibling is not owner and field in sibling.model_fields and cloud is not None:
+                found.extend(str(v) for v in get_args(cloud.annotation))
+    return sorted(found)
 
 
 def _shown(value: Any) -> str:

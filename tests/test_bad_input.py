@@ -109,6 +109,15 @@ def test_a_pool_left_with_no_zone_up_is_refused(tmp_path, capsys) -> None:
         "zones_down" in err, err
 
 
+def test_an_aws_only_key_on_another_cloud_says_so(tmp_path, capsys) -> None:
+    doc = copy.deepcopy(stack_doc("prod")["config"]["rtip:platform"])
+    (gcp_at,) = [i for i, r in enumerate(doc["regions"]) if r["cloud"] == "gcp"]
+    doc["regions"][gcp_at]["zones_down"] = [doc["regions"][gcp_at]["zones"][0]]
+    err = plan_fails(capsys, write_stack(tmp_path, doc, "prod"))
+    assert (f"rtip:platform.regions[{gcp_at}].zones_down: unknown key here: it is a key of aws regions "
+            f"only; expected one of:") in err, err
+
+
 def test_every_problem_is_reported_at_once(tmp_path, capsys) -> None:
     doc = set_key(dev_platform(), ["models", 0, "tier"], "gold")
     doc = set_key(doc, ["regions", 0, "zones", 1], "us-east-1q")

@@ -217,6 +217,7 @@ def test_without_new_nodes_while_a_zone_is_down_a_replica_with_no_free_slot_stay
             assert fourth.ready_s == float("inf") and fourth.node not in fleet.nodes
             fleet.scale_to(3, 130.0)  # the ReplicaSet removes the unscheduled pod first
             assert fourth.state == "gone" and len(fleet.active()) == 3
+        assert fleet.unscheduled == (0 if launches else 1)  # counted though it went
 
 
 def test_a_pending_replica_bills_no_gpu_time():

@@ -115,7 +115,7 @@ def test_replacements_with_no_free_slot_stay_pending_on_eks(
     """dev is on EKS, whose Karpenter launches no node while a zone is down, and its pool's nodes
     hold two replicas each. One replica a zone leaves a free slot in each zone up, so the lost
     one's replacement starts there; two a zone fill every node, so both of the lost zone's
-    replacements wait for a node until the run ends, and the item says what to do."""
+    replacements wait for a node that never comes, and the item says what to do."""
     stack = _stack(tmp_path, "p", 5.0, replicas, ["us-east-1a", "us-east-1b", "us-east-1c"])
     _, doc = _run(capsys, str(stack), "--trace", str(traces["long"]), "--zone-loss", "us-east-1a@120")
     item = _item(doc, "zone loss")

@@ -107,6 +107,7 @@ class Fleet:
         self.routable: list[Replica] = []  # ready replicas, in creation order
         self.spec_replicas = cfg.initial_replicas
         self.lost: list[SimRequest] = []  # requests lost with a replica, drained by the caller
+        self.unscheduled = 0  # replicas that found no node (Failover.new_nodes_while_down)
         per_zone: dict[str, int] = {z: 0 for z in cfg.zones}
         nodes = cfg.initial_nodes if cfg.initial_nodes is not None else \
             -(-cfg.initial_replicas // cfg.slots_per_node)
@@ -197,6 +198,7 @@ class Fleet:
                 # ready and never billed (not one of the fleet's nodes).
                 lost_zone = sorted(self.down_zones)[0]
                 pending = Node(UNSCHEDULED, lost_zone, self.cfg.slots_per_node, now, math.inf)
+                self.unscheduled += 1
                 return self._add_replica(pending, now, math.inf, warm=False)
             node = self._add_node(zones[0], now, now + cold.node_ready_s)
             replica = self._add_replica(node, now, now + cold.full_s, warm=False)

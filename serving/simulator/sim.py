@@ -338,9 +338,9 @@ class Simulation:
             replica_gpu_hours=replica_hours, end_s=end,
             extra={"autoscaler_history": getattr(self.autoscaler, "history", None),
                    "zones_lost": list(self._zones_lost),
-                   # Replicas left waiting for a node no autoscaler launches (Failover.new_nodes_while_down).
-                   "pending_at_end": sum(1 for r in fleet.replicas
-                                         if r.state == STARTING and r.node.nid == UNSCHEDULED),
+                   # Replicas that waited for a node no autoscaler launches
+                   # (Failover.new_nodes_while_down), whether or not a scale-in removed them later.
+                   "unscheduled": fleet.unscheduled,
                    "packed_node_gpu_hours":
                        fleet.packed_node_seconds(end) * self.cfg.fleet.gpus_per_node / 3600},
         )
