@@ -26,6 +26,15 @@ class NodeAutoscaler:
     name: str  # what the plan shows as the pool's autoscaler
     node_provisioning_s: float  # scale-up decision to a registered node
     source: str  # where `node_provisioning_s` comes from
+    # Whether it launches nodes in the zones still up while one of a spread's zones is lost.
+    # Karpenter does not: it takes a spread's zones from its NodePools' requirements and the
+    # instance types' offerings, not from live nodes, so the lost zone stays a domain holding none
+    # of the pods and maxSkew 1 pins every new node there, where none launches (v1.14.1
+    # pkg/controllers/provisioning/scheduling/topology.go buildDomainGroups, topologygroup.go
+    # nextDomainTopologySpread; kubernetes-sigs/karpenter#3272), until the zone leaves the
+    # NodePools (AwsRegion.zones_down). The cluster autoscalers' rows are not verified against
+    # their code: they are taken to launch in the zones up.
+    launches_while_zone_down: bool = True
 
 
 _KAITO_S = 284.0
@@ -34,7 +43,8 @@ _KAITO = "kaito-project/kaito#2325: 284 s node provisioning measured on AKS"
 NODE_AUTOSCALER: dict[Cloud, NodeAutoscaler] = {
     Cloud.AWS: NodeAutoscaler(
         "karpenter", _KAITO_S,
-        f"{_KAITO}; no Karpenter GPU figure on file, the AKS one stands in"),
+        f"{_KAITO}; no Karpenter GPU figure on file, the AKS one stands in",
+        launches_while_zone_down=False),
     Cloud.GCP: NodeAutoscaler(
         "gke-cluster-autoscaler", _KAITO_S,
         f"{_KAITO}; no GKE GPU figure on file, the AKS one stands in"),

@@ -35,11 +35,13 @@ from typing import Any
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving.activation import kv_cache_tokens, replica_reserve_gb
+from serving.autoscaling import SCRAPE_TIMEOUT_S
 from serving.deployments import predictor_deployment
 from serving.failover import predictor_failover
 from serving.hardware import Cloud
 from serving.karpenter import consolidate_after_s
 from serving.models import CATALOG
+from serving.nodescaling import NODE_AUTOSCALER
 from serving.replica_sim import replica_engine
 from serving.sharing import Mig, TimeSlice
 from serving.simulator import (
@@ -104,9 +106,11 @@ class Deployment:
 
     def sim_config(self, zone_failures: tuple[ZoneFailure, ...] = (), end_s: float | None = None,
                    fleet: FleetConfig | None = None) -> SimConfig:
-        # Prometheus scrapes the PodMonitor as often as KEDA polls (serving/deployments.py).
+        # Prometheus scrapes the PodMonitor as often as KEDA polls, with its timeout
+        # (serving/deployments.py).
         return SimConfig(engine=self.engine, fleet=fleet or self.fleet, targets=self.targets,
                          scrape_interval_s=float(self.scaled_object["pollingInterval"]),
+                         scrape_timeout_s=float(SCRAPE_TIMEOUT_S),
                          zone_failures=zone_failures, model_name=self.plan.model,
                          namespace=MODELS_NAMESPACE, end_s=end_s)
 
@@ -173,13 +177,9 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     engine = replica_engine(card, kind, mp.quantization, mp.max_model_len, device_gb, usable_gb)
     zones = pool.zones
     slots = _slots_per_node(mp, pool)
-    # Karpenter (EKS) takes a spread's zones from its NodePools' requirements and the instance
-    # types' offerings, not from live nodes, so a lost zone stays a domain holding none of the
-    # model's pods and maxSkew 1 pins every new node there, where none can launch
-    # (kubernetes-sigs/karpenter v1.14.1 scheduling/topology.go buildDomainGroups,
-    # topologygroup.go nextDomainTopologySpread; issue #3272). nodeTaintsPolicy: Honor drops
-    # only tainted nodes. kube-scheduler still places replicas on free slots in the zones up.
-    karpenter = plan.region(mp.region).cloud is Cloud.AWS
+    # Whether the pool's node autoscaler launches in the zones up while one is lost (Karpenter
+    # does not); kube-scheduler still places replicas on free slots there.
+    launches = NODE_AUTOSCALER[plan.region(mp.region).cloud].launches_while_zone_down
     per_zone = math.ceil(mp.min_replicas / len(zones))
     fleet = FleetConfig(zones=zones, initial_replicas=mp.min_replicas, slots_per_node=slots,
                         gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
@@ -188,7 +188,7 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
                         # The picker as the inferencepool release configures it, and the
                         # predictor's toleration of an unreachable node (its pool's own taints,
                         # the rest of its list, have no say in a zone loss).
-                        failover=replace(predictor_failover(), new_nodes_while_down=not karpenter))
+                        failover=replace(predictor_failover(), new_nodes_while_down=launches))
     tier = mp.tier_spec
     return Deployment(
         plan=mp, engine=engine, fleet=fleet,

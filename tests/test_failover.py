@@ -28,7 +28,7 @@ from serving.simulator import (
 )
 from serving.simulator.fleet import GONE, LOST, READY, Fleet
 from serving.simulator.sim import Simulation
-from tests.conftest import record_of
+from tests.conftest import plan_of, record_of
 from tests.test_gateway import HELM, kind
 
 STEP = StepTime(0.02, 0.0001, 0.015, 0.0004)
@@ -231,3 +231,23 @@ def test_a_pending_replica_bills_no_gpu_time():
     served = sum(((r.gone_s if r.gone_s is not None else result.end_s) - r.created_s)
                  for r in run.fleet.replicas[:3]) / 3600
     assert result.replica_gpu_hours == pytest.approx(served)
+
+
+def test_only_the_eks_pools_launch_no_node_while_a_zone_is_down():
+    """prod runs models on EKS (Karpenter), GKE and AKS: the simulator lets only the cluster
+    autoscalers launch nodes in the zones up during an outage, and reads the PodMonitor's
+    scrape timeout."""
+    from stacks.simulation import deployment
+
+    plan = plan_of("prod")
+    clouds = set()
+    for mp in plan.models:
+        dep = deployment(plan, mp)
+        clouds.add(mp.cloud)
+        assert dep.fleet.failover.new_nodes_while_down is (mp.cloud != "aws"), (mp.model, mp.region)
+        pod_monitor = next(r.inputs for r in record_of("prod").resources
+                           if r.inputs.get("kind") == "PodMonitor"
+                           and r.inputs["metadata"]["name"] == mp.model)
+        assert dep.sim_config().scrape_timeout_s == float(
+            pod_monitor["spec"]["podMetricsEndpoints"][0]["scrapeTimeout"].rstrip("s"))
+    assert clouds == {"aws", "gcp", "azure"}

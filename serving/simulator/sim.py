@@ -42,7 +42,7 @@ class SimConfig:
     fleet: FleetConfig
     targets: Targets
     scrape_interval_s: float = 15.0  # the PodMonitor interval (deployments.py: as often as KEDA polls)
-    scrape_timeout_s: float = 10.0  # its scrapeTimeout: how long a scrape of a lost pod takes to fail
+    scrape_timeout_s: float = 10.0  # its scrapeTimeout: what a scrape of a lost pod takes to fail
     sample_interval_s: float = 5.0
     zone_failures: tuple[ZoneFailure, ...] = ()
     metric_outages: tuple[tuple[float, float], ...] = ()  # [start, end) windows Prometheus cannot answer
@@ -186,6 +186,8 @@ class Simulation:
                         self._stale_marked.add(r.rid)
                     self.store.add(failed, UP, target, 0.0)
                     self.store.add(failed, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
+                continue
+            if r.state == STARTING and r.node.nid == UNSCHEDULED:  # no node, no address: no target
                 continue
             if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused at once
                 self.store.add(now, UP, target, 0.0)
