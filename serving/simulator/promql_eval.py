@@ -276,17 +276,32 @@ def _arith(op: str, a: float, b: float) -> float:
     return a / b
 
 
-def _binary(op: str, left: Node, right: Node) -> Node:
+def _elementwise(left: Node, right: Node, each: Callable[[float, float, float], float | None],
+                 numbers: Callable[[float, float], float]) -> Node:
+    """`each(a, b, v)` for every pair of operands (a vector's series with a number on either
+    side, or two vectors' series matched one-to-one on identical labels), `v` being the vector's
+    value (the left one's between two vectors); a series whose result is None is dropped.
+    `numbers` takes two numbers."""
     def run(ev: Evaluator) -> Value:
         a, b = left(ev), right(ev)
         if isinstance(a, dict) and isinstance(b, dict):
-            return {lab: _arith(op, v, b[lab]) for lab, v in a.items() if lab in b}
-        if isinstance(a, dict):
-            return {lab: _arith(op, v, b) for lab, v in a.items()}  # type: ignore[arg-type]
-        if isinstance(b, dict):
-            return {lab: _arith(op, a, v) for lab, v in b.items()}
-        return _arith(op, a, b)
+            pairs = [(lab, v, b[lab], v) for lab, v in a.items() if lab in b]
+        elif isinstance(a, dict):
+            pairs = [(lab, v, b, v) for lab, v in a.items()]  # type: ignore[misc]
+        elif isinstance(b, dict):
+            pairs = [(lab, a, v, v) for lab, v in b.items()]
+        else:
+            return numbers(a, b)  # type: ignore[arg-type]
+        out: Vector = {}
+        for lab, x, y, v in pairs:
+            if (got := each(x, y, v)) is not None:
+                out[lab] = got
+        return out
     return run  # type: ignore[return-value]
+
+
+def _binary(op: str, left: Node, right: Node) -> Node:
+    return _elementwise(left, right, lambda a, b, _: _arith(op, a, b), lambda a, b: _arith(op, a, b))
 
 
 COMPARISONS = ("==", "!=", ">=", "<=", ">", "<")
@@ -300,16 +315,9 @@ def _filter(op: str, left: Node, right: Node, query: str) -> Node:
     """A comparison without `bool`: the vector's series whose value compares true, each keeping
     its value (the vector's, on either side of a number; the left one's between two vectors
     matched one-to-one). Between two numbers Prometheus refuses it without `bool`."""
-    def run(ev: Evaluator) -> Vector:
-        a, b = left(ev), right(ev)
-        if isinstance(a, dict) and isinstance(b, dict):
-            return {lab: v for lab, v in a.items() if lab in b and _compares(op, v, b[lab])}
-        if isinstance(a, dict):
-            return {lab: v for lab, v in a.items() if _compares(op, v, b)}  # type: ignore[arg-type]
-        if isinstance(b, dict):
-            return {lab: v for lab, v in b.items() if _compares(op, a, v)}
+    def numbers(a: float, b: float) -> float:
         raise PromQLError(f"PromQL: a comparison between two numbers needs `bool` in {query!r}")
-    return run
+    return _elementwise(left, right, lambda a, b, v: v if _compares(op, a, b) else None, numbers)
 
 
 def _set_op(op: str, matching: tuple[str, tuple[str, ...]] | None, left: Node, right: Node) -> Node:
