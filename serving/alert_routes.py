@@ -41,15 +41,15 @@ T = TypeVar("T")
 # burn alerts at every severity BURN_ALERTS has, and the pages at ABSENT_SEVERITY: metrics gone,
 # and a model's autoscaler blind or its query failing.
 BURN_NAMES = (slo_rules.ALERT, gateway_slo.ALERT)
-ABSENT_NAMES = (slo_rules.ABSENT_ALERT, gateway_slo.ABSENT_ALERT, slo_rules.BLIND_ALERT,
-                slo_rules.FALLBACK_ALERT)
+PAGE_NAMES = (slo_rules.ABSENT_ALERT, gateway_slo.ABSENT_ALERT, slo_rules.BLIND_ALERT,
+              slo_rules.FALLBACK_ALERT)
 
 
 def slo_alerts(severity: str) -> tuple[str, ...]:
     """The toolkit's alerts that fire at `severity`: what its route names, and no more (the plan's
     deploy check finds a route naming an alert that never fires with the route's severity)."""
     return ((BURN_NAMES if severity in {a.severity for a in BURN_ALERTS} else ())
-            + (ABSENT_NAMES if severity == ABSENT_SEVERITY else ()))
+            + (PAGE_NAMES if severity == ABSENT_SEVERITY else ()))
 
 
 RECEIVER_SECRET = "rtip-slo-alert-receivers"
@@ -129,7 +129,7 @@ def alertmanager_values(webhooks: list[str]) -> dict[str, Any]:
             "alertmanagerSpec": {"secrets": [RECEIVER_SECRET]}}
 
 
-__all__ = ["ABSENT_NAMES", "BURN_NAMES", "DELIVERY_ALERTS", "HEARTBEAT", "HEARTBEAT_TIMING",
-           "NULL_RECEIVER", "RECEIVER_SECRET", "REPEAT", "SECRETS_DIR", "SEVERITIES",
+__all__ = ["BURN_NAMES", "DELIVERY_ALERTS", "HEARTBEAT", "HEARTBEAT_TIMING", "NULL_RECEIVER",
+           "PAGE_NAMES", "RECEIVER_SECRET", "REPEAT", "SECRETS_DIR", "SEVERITIES",
            "WATCHDOG_MATCHERS", "WATCHDOG_ROUTE", "WEBHOOKS", "alertmanager_values",
            "cluster_webhooks", "receiver", "slo_alerts"]

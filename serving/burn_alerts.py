@@ -86,17 +86,19 @@ def burn_rule(name: str, alert: BurnAlert, budget: float, ratio: Callable[[str],
     }
 
 
+def page_rule(name: str, expr: str, held: str, labels: dict[str, str], summary: str,
+              description: str) -> dict[str, Any]:
+    """A page (ABSENT_SEVERITY) once `expr` has held for `held`."""
+    return {"alert": name, "expr": expr, "for": held, "labels": {"severity": ABSENT_SEVERITY, **labels},
+            "annotations": {"summary": summary, "description": description}}
+
+
 def absent_rule(name: str, series: str, labels: dict[str, str], summary: str,
                 description: str) -> dict[str, Any]:
     """A page ABSENT_FOR after no sample of `series` (a selector) is left, for a series scraped
     within ABSENT_SEEN (one never scraped, e.g. on its first cold start, pages no one)."""
-    return {
-        "alert": name,
-        "expr": f"absent({series}) and on() count(present_over_time({series}[{ABSENT_SEEN}]))",
-        "for": ABSENT_FOR,
-        "labels": {"severity": ABSENT_SEVERITY, **labels},
-        "annotations": {"summary": summary, "description": description},
-    }
+    return page_rule(name, f"absent({series}) and on() count(present_over_time({series}[{ABSENT_SEEN}]))",
+                     ABSENT_FOR, labels, summary, description)
 
 
 def rule_body(metadata: dict[str, Any], group: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
@@ -107,4 +109,4 @@ def rule_body(metadata: dict[str, Any], group: str, rules: list[dict[str, Any]])
 
 __all__ = ["ABSENT_FOR", "ABSENT_SEEN", "ABSENT_SEVERITY", "BURN_ALERTS", "MIN_MISSES", "PROMETHEUS_RULE",
            "BurnAlert", "absent_rule", "burn_rule", "burn_threshold", "can_fire", "least_requests",
-           "rule_body", "windows"]
+           "page_rule", "rule_body", "windows"]

@@ -51,7 +51,6 @@ from typing import Any
 from serving.burn_alerts import (
     ABSENT_FOR,
     ABSENT_SEEN,
-    ABSENT_SEVERITY,
     BURN_ALERTS,
     MIN_MISSES,
     PROMETHEUS_RULE,
@@ -61,6 +60,7 @@ from serving.burn_alerts import (
     burn_threshold,
     can_fire,
     least_requests,
+    page_rule,
     rule_body,
     windows,
 )
@@ -175,12 +175,6 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
     return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
 
 
-def _page(name: str, expr: str, labels: dict[str, str], summary: str, description: str) -> dict[str, Any]:
-    """A page once `expr` has held for BLIND_FOR."""
-    return {"alert": name, "expr": expr, "for": BLIND_FOR, "labels": {"severity": ABSENT_SEVERITY, **labels},
-            "annotations": {"summary": summary, "description": description}}
-
-
 def query_failing_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """A page once KEDA has failed to read the model's trigger in every minute of BLIND_FOR: its
     fallback then holds the replicas (serving/autoscaling.py), so the HPA still has a metric and
@@ -189,7 +183,7 @@ def query_failing_rule(model: str, namespace: str, labels: dict[str, str]) -> di
     errors = f'{SCALED_OBJECT_ERRORS}{{exported_namespace="{namespace}",scaledObject="{model}"}}'
     # Two minutes: four of the 30 s scrapes KEDA's metrics get (the chart sets no interval,
     # kube-prometheus-stack's default is 30 s), so a rate always has two samples.
-    return _page(FALLBACK_ALERT, f"sum(increase({errors}[2m])) > 0", labels,
+    return page_rule(FALLBACK_ALERT, f"sum(increase({errors}[2m])) > 0", BLIND_FOR, labels,
                  f"{model}'s autoscaling query is failing",
                  f"KEDA has failed to read {model}'s trigger in every minute for {BLIND_FOR}: its fallback "
                  f"holds the replicas whatever the load. Check that KEDA reaches Prometheus and that the "
@@ -204,7 +198,7 @@ def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, 
     a metric and does not show here: `query_failing_rule` pages for that."""
     condition = (f'{HPA_CONDITION}{{namespace="{namespace}",horizontalpodautoscaler="{keda_hpa(model)}",'
                  f'condition="ScalingActive",status="false"}}')
-    return _page(BLIND_ALERT, f"{condition} == 1", labels, f"{model} cannot autoscale",
+    return page_rule(BLIND_ALERT, f"{condition} == 1", BLIND_FOR, labels, f"{model} cannot autoscale",
                  f"The HPA of {model} has not read its metric for {BLIND_FOR} (ScalingActive false): it "
                  f"holds its replicas whatever the load. Check KEDA's metrics API server and operator.")
 
