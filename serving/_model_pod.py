@@ -20,6 +20,7 @@ VLLM_PORT = 8080
 HEALTH_PATH = "/health"  # vLLM answers 200 once the engine is up, 5xx when it has died
 MODEL_DIR = "/mnt/models"  # where KServe mounts the model (storage initializer or local cache)
 ZONE_KEY = "topology.kubernetes.io/zone"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"  # the node lifecycle controller's, on a silent node
 HOST_KEY = "kubernetes.io/hostname"
 
 # Probes: the startup probe holds off readiness and liveness until the engine is up, so it must
@@ -186,7 +187,7 @@ def tolerations(taints: tuple[tuple[str, str, str], ...]) -> list[dict[str, obje
     """Tolerate exactly the pool's taints (key, value, effect), nothing broader, and an
     unreachable node for UNREACHABLE_TOLERATION_S."""
     return [*({"key": k, "operator": "Equal", "value": v, "effect": e} for k, v, e in taints),
-            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+            {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute",
              "tolerationSeconds": UNREACHABLE_TOLERATION_S}]
 
 
@@ -219,7 +220,6 @@ def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
 
 
 __all__ = ["HEALTH_PATH", "HOME", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "RUN_AS", "STARTUP_MARGIN",
-           "UNREACHABLE_TOLERATION_S", "VLLM_PORT", "ZONE_KEY", "container_resources", "device_memory_gb",
-           "env",
-           "gpu_memory_utilization", "node_share", "probes", "security_context", "shm_gib", "spread",
-           "startup_allowance_s", "tolerations", "vllm_args", "volumes", "zone_spread"]
+           "UNREACHABLE_TAINT", "UNREACHABLE_TOLERATION_S", "VLLM_PORT", "ZONE_KEY", "container_resources",
+           "device_memory_gb", "env", "gpu_memory_utilization", "node_share", "probes", "security_context",
+           "shm_gib", "spread", "startup_allowance_s", "tolerations", "vllm_args", "volumes", "zone_spread"]

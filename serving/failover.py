@@ -34,8 +34,9 @@ simulator first had it). So the picker's profile here filters first with the pic
 Its load limits are set out of reach (queue depth 10^6, KV-cache use 1.0 with 1 % headroom), so it
 filters on staleness alone and the scorers balance as before. The threshold is the picker's
 poll timeout, 1 s (`datalayer/collector.go`): an endpoint is dropped once a whole poll timeout has
-passed without one good scrape, so a live pod is dropped only when its `/metrics` did not answer
-within the time the picker gives it (it only sheds load to its peers, and the filter fails open).
+passed without one good scrape. A live pod's metrics are up to a poll timeout plus the collector's
+50 ms tick and the candidates' 50 ms cache old, so one whose `/metrics` takes 0.9 s or more can be
+dropped now and then (it only sheds load to its peers, and the filter fails open).
 The plugin's own default, 200 ms, would drop a live pod on one slow scrape. Each second of the
 window counts: the picker keeps choosing a lost pod on its frozen metrics while the live pods'
 queues grow, so it gets more than its share. At the code trace's busiest minute the 70B lost
@@ -65,6 +66,7 @@ from __future__ import annotations
 
 import yaml
 
+from serving._model_pod import UNREACHABLE_TAINT
 from serving._model_pod import tolerations as pod_tolerations
 from serving.simulator import Failover
 from serving.simulator.promql import duration_s
@@ -73,7 +75,6 @@ NODE_MONITOR_GRACE_S = 50.0  # kube-controller-manager --node-monitor-grace-peri
 NODE_MONITOR_PERIOD_S = 5.0  # --node-monitor-period: the grace is checked this often
 NODE_EVICTION_EVERY_S = 10.0  # --node-eviction-rate 0.1: one node of a zone tainted each 10 s
 DEFAULT_TOLERATION_S = 300.0  # DefaultTolerationSeconds: not-ready and unreachable, NoExecute
-UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 WATCH_S = 1.0  # a pod's NotReady reaching the picker's informer
 STALE_AFTER = "1s"  # the picker's poll timeout (datalayer/collector.go)
 PLUGINS_FILE = "rtip-plugins.yaml"

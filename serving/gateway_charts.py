@@ -258,6 +258,11 @@ def inference_pool_values(model: str, images: Images, replicas: int) -> dict[str
             # Smaller than the chart's scale-test default (4 CPU, 8 GiB) for one model's pool;
             # memory limit kept so a leak cannot take the node.
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+            # What the gateway does anyway: the AI Gateway v1.1.0 builds the InferencePool's
+            # ext_proc filter with FailureModeAllow false whatever the pool says
+            # (internal/extensionserver/inferencepool.go); the chart's default, FailOpen, would
+            # have the object claim the opposite (inferencepool v1.5.0 templates/inferencepool.yaml).
+            "failureMode": "FailClose",
             # The chart's scorers behind a filter that drops an endpoint whose metrics stopped
             # coming: a lost zone's pods leave the picks in 1 s, not the 50-55 s until the API
             # marks them NotReady (serving/failover.py).

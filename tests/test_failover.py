@@ -88,6 +88,16 @@ def test_a_scale_in_deletes_a_lost_pod_first_once_the_api_marks_it_not_ready():
     fleet.scale_to(2, 160.0)  # NotReady since 155 s: it goes first, every ready pod stays
     assert [r.state for r in fleet.replicas] == [GONE, READY, READY]
     assert fleet.evictions("a") == []  # nothing left to evict, so nothing to replace
+    # Against a pod still starting on a node that is up (both bound, Running, not ready), the
+    # ReplicaSet ranks by colocation, then the newer first: the starting pod goes, not the lost one.
+    tied = Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=3, slots_per_node=2,
+                             initial_nodes=3, cold_start=COLD, failover=failover),
+                 EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+    tied.fail_zone("a", 100.0)
+    starting = tied.place(150.0)  # a free slot in zone b or c: bound, loading its model
+    assert starting.node.ready_s <= 150.0 and starting.state == "starting"
+    tied.scale_to(3, 160.0)  # 4 active: one goes
+    assert starting.state == "gone" and tied.replicas[0].state == LOST
 
 
 def test_each_further_lost_node_is_evicted_one_eviction_interval_later():
@@ -155,6 +165,8 @@ def test_every_pool_loads_the_filter_spreads_its_pickers_and_every_predictor_tol
     for pool in pools:
         values = pool.inputs["values"]["inferenceExtension"]
         assert fo.stale_filter_s(values) == 1.0
+        # The pool object says what the AI Gateway does with it: fail closed.
+        assert values["failureMode"] == "FailClose"
         config = yaml.safe_load(values["pluginsCustomConfig"][values["pluginsConfigFile"]])
         first = config["schedulingProfiles"][0]["plugins"][0]["pluginRef"]
         (detector,) = [p for p in config["plugins"] if p.get("name") == first]

@@ -21,8 +21,9 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   router keeps picking them (by the load they last reported) until `route_s`, and every request
   sent there fails; they count for the ReplicaSet (so a scale-up past the replicas it believes it
   has is needed before any new one starts) until their node's eviction, when the ReplicaSet
-  replaces them in the surviving zones; a scale-in deletes them first once the API has marked them
-  NotReady. With an instant failover (the default) they are gone and replaced at once.
+  replaces them in the surviving zones; once the API has marked them NotReady a scale-in deletes
+  them before every ready pod (after unscheduled ones, ranked with pods still starting). With an
+  instant failover (the default) they are gone and replaced at once.
 """
 
 from __future__ import annotations
@@ -241,7 +242,9 @@ class Fleet:
                         if self.replicas[rid].state in (STARTING, READY, LOST))
         if replica.state == LOST and replica.lost_s is not None \
                 and now >= replica.lost_s + self.cfg.failover.not_ready_s:
-            return (0, 0, 0, 0, _pseudo_uid(replica.rid))  # NotReady: before every ready pod
+            # NotReady, bound and Running: after the unassigned pods, tied with a bound pod still
+            # starting (both not ready), before every ready pod (ActivePodsWithRanks.Less).
+            return (0, 1, -colocated, _log2_age(now - replica.created_s), _pseudo_uid(replica.rid))
         if replica.state == STARTING:
             # A pod waiting for its node is unassigned: unassigned pods share the empty node name,
             # so one rank; then the newer creation time (log2 buckets) goes first.
