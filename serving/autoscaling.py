@@ -61,7 +61,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from serving.capacity import RegionReplicas, ReplicaCapacity
+from serving.capacity import RegionReplicas, ReplicaCapacity, lost_zone_room
 from serving.profiles import Profile
 from serving.simulator.prometheus import SCRAPE_DURATION, UP
 
@@ -106,6 +106,7 @@ class Autoscaling:
     ceiling_qps: float | None = None
     selector: str = ""  # the label matchers of the model's own series, as the query writes them
     lost: str = ""  # the count of its lost pods the query adds (`lost_pods`)
+    notes: tuple[str, ...] = ()  # what the plan should say about these bounds
 
     def zone_replicas(self, rate: float) -> int | None:
         """Replicas the zone branch asks for at a steady completion rate of `rate` req/s: 1 +
@@ -298,6 +299,12 @@ def autoscaling(
                      f"so the fleet survives losing one of {z} zones as traffic grows")
     lost = lost_pods(selector, namespace, lost_window_s)
     query = with_lost_pods(query, threshold, lost, replicas.min_replicas)
+    room = lost_zone_room(replicas.min_replicas, replicas.zones)
+    notes = () if replicas.max_replicas - replicas.min_replicas >= room else (
+        f"model {model}: max {replicas.max_replicas} leaves less than a zone's share of its floor "
+        f"({room}) above min {replicas.min_replicas}, so at the floor the autoscaler cannot replace a "
+        f"lost zone's pods before they are evicted; a max of {replicas.min_replicas + room} or more "
+        f"lets it (serving/capacity.py lost_zone_room)",)
     return Autoscaling(
         model=model,
         query=query,
@@ -317,6 +324,7 @@ def autoscaling(
                    f"(baseline: 5 waiting, vLLM production-stack)"),
         zone_rate_qps=zone_rate, headroom=replicas.headroom,
         ceiling_qps=ceiling_qps if zone_rate is not None else None, selector=selector, lost=lost,
+        notes=notes,
     )
 
 

@@ -325,7 +325,7 @@ def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTar
     """Every body of one model on one cluster, and what the plan should say about it."""
     if pool.name != plan.pool:
         raise ValueError(f"model {plan.model}: planned on pool {plan.pool!r}, given pool {pool.name!r}")
-    notes = rule_notes(plan.model, plan.tier_spec)
+    notes = [*plan.autoscaling.notes, *rule_notes(plan.model, plan.tier_spec)]
     if pool.nvme_path is None:
         notes.append(f"model {plan.model}: pool {pool.name} has no local NVMe, so no LocalModelCache; "
                      f"vLLM streams the weights from {plan.source_uri} (--load-format runai_streamer)")

@@ -218,7 +218,10 @@ class ReplicaBounds(_Spec):
     """Replica bounds that override the planner's sizing (the replicas are still packed onto pools)."""
 
     min: Count = Field(ge=0, description="Replicas at least, over all zones of a region.")
-    max: Count = Field(ge=1, description="Replicas at most, over all zones of a region; not below min.")
+    max: Count = Field(ge=1, description=(
+        "Replicas at most, over all zones of a region; not below min. With several zones, keep at "
+        "least min + ceil(min / zones): the autoscaler replaces a lost zone's pods early only "
+        "within max (`rtip plan` notes a max without that room)."))
 
 
 class TokenMix(_Spec):

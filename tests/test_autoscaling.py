@@ -266,3 +266,26 @@ def test_a_fleet_prometheus_no_longer_sees_holds_its_replicas() -> None:
     assert all(metric == 0.0 for _, metric, _ in auto.history)
     assert events and all(after < before for _, before, after in events)  # only ever down
     assert events[0][0] >= 300.0 and events[-1][2] < 20
+
+
+def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> None:
+    """Stated bounds of 3 and 3 over three zones leave the lost-pod term no replica to add (the
+    HPA sets at most maxReplicas); at the floor a zone holds one pod, so a max of 4 is enough.
+    The note reaches the model's component inputs (`model_manifests`); the planner's own bounds
+    and stated bounds with that room carry none."""
+    _, cap, reps = _scaling(Tier.STANDARD)
+    assert reps.zones == 3 and reps.max_replicas - reps.min_replicas >= math.ceil(reps.min_replicas / 3)
+
+    def notes(low: int, high: int, zones: int = 3) -> tuple[str, ...]:
+        stated = replace(reps, min_replicas=low, max_replicas=high, zones=zones)
+        return autoscaling("chat", "chat", "models", cap, PROF, stated, 1155, 211, 30.0,
+                           LOST_WINDOW_S).notes
+
+    (note,) = notes(3, 3)
+    assert "model chat: max 3" in note and "a max of 4 or more" in note
+    (note,) = notes(7, 8)  # 7 over three zones: 3 in the fullest, so 10
+    assert "a max of 10 or more" in note
+    assert notes(3, 4) == () and notes(7, 10) == () and notes(2, 2, zones=1) == ()
+    _, _, planned = _scaling(Tier.STANDARD)
+    assert autoscaling("chat", "chat", "models", cap, PROF, planned, 1155, 211, 30.0,
+                       LOST_WINDOW_S).notes == ()

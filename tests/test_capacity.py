@@ -89,6 +89,19 @@ def test_zone_surplus_formula() -> None:
     assert not single.survives_zone_loss and single.max_replicas == 11
 
 
+def test_a_floor_that_is_also_the_peak_keeps_a_zone_of_room() -> None:
+    """Peak 1 req/s on replicas of 10: one replica carries it, the zone spread makes that one a
+    zone (3) for both bounds, and the lost-pod term needs a zone's share of the floor (1) above
+    the floor, so max is 4; its fullest zone holds 2, so a zone lost leaves 2 x 10 req/s."""
+    r = region_replicas(1, 10.0, 3, TIERS[Tier.BATCH], 10)
+    assert (r.min_replicas, r.max_replicas, r.per_zone_max) == (3, 4, 2)
+    assert r.capacity_qps(10.0, zones_lost=1) == 20.0
+    # Where the spread already leaves that room, max is the spread's: 18 over a floor of 3.
+    assert region_replicas(10, 1.0, 3, TIERS[Tier.BATCH], 10).max_replicas == 18
+    # One zone: nothing to fail over to, so no room is added.
+    assert region_replicas(1, 10.0, 1, TIERS[Tier.BATCH], 10).max_replicas == 1
+
+
 @given(peak=st.floats(0.01, 5000), rate=st.floats(0.001, 50), zones=st.integers(2, 6),
        tier=st.sampled_from(list(TIERS.values())), cold=st.floats(10, 2000),
        growth=st.one_of(st.none(), st.floats(0, 0.01)))
@@ -96,8 +109,10 @@ def test_capacity_covers_peak_with_one_zone_lost(peak, rate, zones, tier, cold, 
     r = region_replicas(peak, rate, zones, tier, cold, growth)
     assert r.capacity_qps(rate, zones_lost=1) >= peak * (1 - 1e-9)
     assert r.capacity_qps(rate) >= peak * (1 + r.headroom) * (1 - 1e-9)
-    assert zones <= r.min_replicas <= r.max_replicas
-    assert r.max_replicas % zones == 0 and r.min_replicas % zones == 0
+    assert zones <= r.min_replicas <= r.max_replicas and r.min_replicas % zones == 0
+    # Room for the lost-pod term: a zone's share of the floor above it.
+    assert r.max_replicas - r.min_replicas >= -(-r.min_replicas // zones)
+    assert r.per_zone_max * zones >= r.max_replicas > (r.per_zone_max - 1) * zones
 
 
 @given(card=st.sampled_from(list(CATALOG.values())),

@@ -433,3 +433,14 @@ def test_resources_fit_the_node_share() -> None:
         share = pod.node_share(plan.slice, shape)
         assert int(requests["cpu"]) <= math.floor(shape.vcpus * share) or requests["cpu"] == "1"
         assert int(requests["memory"].removesuffix("Gi")) <= shape.memory_gib * share
+
+
+def test_autoscaling_notes_reach_the_models_notes() -> None:
+    """What the autoscaling says about its bounds (serving/autoscaling.py `notes`) is among the
+    notes the model's component hands the plan."""
+    cluster, plan = planned("dev")[0]
+    pool, where = targets(plan, _real_cluster_facts("dev", cluster))
+    said = "model x: max 3 leaves less than a zone's share of its floor"
+    noted = replace(plan, autoscaling=replace(plan.autoscaling, notes=(said,)))
+    assert said in dep.model_manifests(noted, pool, where).notes
+    assert said not in dep.model_manifests(plan, pool, where).notes
