@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import autoscaling as bench  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
-from serving.simulator import FULLEST, KedaAutoscaler, ZoneFailure, load_azure_2023, simulate  # noqa: E402
+from serving.simulator import FULLEST, Failover, KedaAutoscaler, ZoneFailure, load_azure_2023, simulate  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
 from stacks.slo_check import busiest_minute, checklist, figures, last_whole_window_start  # noqa: E402
 
@@ -65,43 +65,65 @@ def without_lost_term(query: str) -> str:
 
 
 def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.0,
-         new_nodes: bool | None = None) -> dict[str, Any]:
+         new_nodes: bool | None = None, failover: Failover | None = None,
+         judged: Failover | None = None, max_replicas: int | None = None) -> dict[str, Any]:
+    """The zone-loss item of the plan's run with the fullest zone lost at `at`, under `query`,
+    with the HPA's reads failing for `blind_s` after the loss, and with the fleet's failover
+    (its node launches while the zone is down, or all of it) replaced where given. The item
+    judges the window of `judged` when given (runs compared over one window: a later eviction
+    lengthens the window, and good requests after the recovery then dilute its share), and the
+    ScaledObject's maxReplicaCount is `max_replicas` when given. `held_at_loss` is the
+    Deployment's replicas as the zone went."""
     fleet = bench._start_fleet(dep, trace, "plan")
+    if failover is not None:
+        fleet = replace(fleet, failover=failover)
     if new_nodes is not None:
         fleet = replace(fleet, failover=replace(fleet.failover, new_nodes_while_down=new_nodes))
     spec = copy.deepcopy(dep.scaled_object)
     spec["triggers"][0]["metadata"]["query"] = query
+    if max_replicas is not None:
+        spec["maxReplicaCount"] = max_replicas
     auto = KedaAutoscaler(spec)
-    auto.warm(bench.warm_replicas(dep, trace))
+    held = bench.warm_replicas(dep, trace)
+    auto.warm(held)
     failure = ZoneFailure(FULLEST, at)
     cfg = dep.sim_config((failure,), fleet=fleet)
     if blind_s:
         cfg = replace(cfg, metric_outages=((at, at + blind_s),))
     result = simulate(trace, cfg, "least-loaded", auto)
-    moved = replace(dep, fleet=fleet)
+    moved = replace(dep, fleet=fleet if judged is None else replace(fleet, failover=judged))
     item = checklist(result, moved, trace, failure)[3]
     figs = figures(result, moved)
     decided = sorted(s.decided_s for s in result.starts if s.decided_s >= at)
     after = result.arrival_s >= at + bench.zone_loss_window_s(moved)
     bad_after = int((after & ~result.attained()).sum())
-    return {"status": item.status, "bad_share": item.figures["bad_share"],
+    held = next((to for t, _, to in reversed(result.scale_events) if t < at), held)
+    return {"status": item.status, "bad": item.figures["bad"], "bad_share": item.figures["bad_share"],
             "after_window": {"requests": int(after.sum()), "bad": bad_after,
                              "bad_share": round(bad_after / after.sum(), 6) if after.any() else None},
             "error_budget": item.figures["error_budget"],
             "first_replacement_after_s": round(decided[0] - at, 1) if decided else None,
+            "held_at_loss": held,
             "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"]}
 
 
-def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
+def setup(plan: Any, base: Any, model: str, at: float | None) -> tuple[Deployment, Any, float]:
+    """The model's deployment, its hour of `base` as benchmarks/autoscaling.py replays it, and the
+    moment of the loss: `at` seconds into the trace, or None for the busiest minute that a whole
+    zone-loss window can follow."""
     (mp,) = select(plan, model)
     dep = deployment(plan, mp)
     trace = bench.trace_for(mp, base)
     trace = trace.window(0.0, 3600.0) if trace.duration_s > 3600.0 else trace
     if at is None:
         latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
-        at = busiest_minute(trace.arrival_s, latest)[0]
-    else:
-        at = float(trace.arrival_s[0]) + at
+        return dep, trace, busiest_minute(trace.arrival_s, latest)[0]
+    return dep, trace, float(trace.arrival_s[0]) + at
+
+
+def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
+    dep, trace, at = setup(plan, base, model, at)
+    mp = dep.plan
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
     return {"model": model, "at_s": round(at, 1), "replicas_bounds": [mp.min_replicas, mp.max_replicas],
             "with_term": _run(dep, trace, at, query),

@@ -367,3 +367,24 @@ def test_lost_pods_strips_only_the_lost_term() -> None:
     (full,) = evaluate(query, store, 120.0).values()
     (bare,) = evaluate(stripped, store, 120.0).values()
     assert full == pytest.approx(bare + mp.autoscaling.threshold)
+
+
+def test_failover_variants_undo_one_setting_each() -> None:
+    """Each variant's times by hand from Kubernetes 1.33's defaults: NotReady at the 50 s grace
+    plus a 5 s monitor period; without the staleness filter the picker drops a lost pod 1 s after
+    that (56 s); with it, after its threshold (1 s as emitted, 2 s); the node is tainted a period
+    after NotReady (60 s) and its pods evicted a toleration later (30 s as emitted: 90 s; the
+    admission plugin's 300 s: 360 s, whose query looks back one 15 s poll more: 375 s). Every
+    variant keeps the plan's node launches, and the plan's query carries the window it replaces."""
+    bench = _load("failover")
+    emitted = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0,
+                       new_nodes_while_down=False)
+    got = {name: bench.variant(name, emitted) for name in bench.VARIANTS}
+    assert {n: (f.route_s, f.evict_s, w) for n, (f, w) in got.items()} == {
+        "as-emitted": (1.0, 90.0, None), "no-filter": (56.0, 90.0, None), "filter-2s": (2.0, 90.0, None),
+        "toleration-300s": (1.0, 360.0, 375.0), "instant": (0.0, 0.0, None),
+        "blind-55s": (1.0, 90.0, None), "blind-55s-toleration-300s": (1.0, 360.0, 375.0),
+        "at-max": (1.0, 90.0, None), "at-max-toleration-300s": (1.0, 360.0, 375.0)}
+    assert all(f.new_nodes_while_down is False for f, _ in got.values())
+    _, dep = _deployment("dev", "llama-3b")
+    assert "[105s]" in dep.scaled_object["triggers"][0]["metadata"]["query"]

@@ -1,0 +1,162 @@
+"""What the endpoint picker's staleness filter and the predictors' 30 s toleration buy in a zone loss.
+
+A lost zone's pods keep their place in the endpoint picker until it learns they are gone, and in
+their ReplicaSet until they are evicted (serving/failover.py has the timeline and its upstream
+sources). The plan configures both: the picker drops an endpoint whose metrics are a poll timeout
+(1 s) old, and the predictors tolerate an unreachable node for 30 s instead of Kubernetes' 300 s.
+For each case (a trace, a model of the prod plan as benchmarks/autoscaling.py builds it, the
+moment the fullest zone is lost), this runs the checklist's zone-loss item with the failover as
+emitted and with each of these undone:
+
+- `as-emitted`: `serving.failover.predictor_failover()`;
+- `no-filter`: the inferencepool chart's default profile, no filter: the picker keeps choosing a
+  lost pod until the API marks it NotReady (56 s), and each request sent there fails;
+- `filter-2s`: the filter at twice the poll timeout;
+- `toleration-300s`: the default toleration (eviction at 360 s), with the query's lost-pod window
+  as long (what a stack without the toleration would emit);
+- `instant`: the lost pods gone and replaced at once (the simulator's first, idealised model);
+- `blind-55s` and `blind-55s-toleration-300s`: the emitted failover and the default toleration
+  with every HPA read failing for 55 s after the loss (a Prometheus, KEDA operator or metrics
+  server replica lost with the zone stays an endpoint until NotReady): the lost-pod term acts
+  late, and the eviction is the other way a lost pod is replaced;
+- `at-max` and `at-max-toleration-300s`: both with the ScaledObject's max cut to the replicas the
+  emitted run held as the zone went, so the term can add nothing and only the eviction replaces
+  the lost pods.
+
+Every variant is judged over the plan's zone-loss window (its eviction plus a cold start): a
+variant's own window would be longer with a later eviction, and the good requests after the
+recovery would dilute its share.
+
+Writes benchmarks/results/failover.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import autoscaling as bench  # noqa: E402
+import lost_pods  # noqa: E402
+
+from rtip.stackfile import load  # noqa: E402
+from serving._model_pod import UNREACHABLE_TAINT  # noqa: E402
+from serving._model_pod import tolerations as pod_tolerations  # noqa: E402
+from serving.autoscaling import POLLING_INTERVAL_S  # noqa: E402
+from serving.failover import (  # noqa: E402
+    PLUGINS_FILE,
+    failover,
+    lost_pod_window_s,
+    picker_config,
+    picker_values,
+    predictor_failover,
+)
+from serving.simulator import Failover, load_azure_2023  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "failover.json"
+# (trace, model, moment in s into the trace or None for the busiest minute with a whole window after it)
+CASES: tuple[tuple[str, str, float | None], ...] = (
+    ("conv", "llama-70b", None), ("conv", "llama-8b", None), ("conv", "qwen-vl", None),
+    ("conv", "llama-3b", None), ("code", "llama-70b", None), ("code", "qwen-vl", 600.0),
+    ("code", "llama-8b", 600.0),
+)
+VARIANTS = ("as-emitted", "no-filter", "filter-2s", "toleration-300s", "instant", "blind-55s",
+            "blind-55s-toleration-300s", "at-max", "at-max-toleration-300s")
+BLIND_S = 55.0
+
+
+def _values_with_threshold(threshold: str) -> dict[str, object]:
+    """The picker's values with the staleness filter's threshold set to `threshold`."""
+    config = picker_config()
+    for plugin in config["plugins"]:  # type: ignore[attr-defined]
+        if "metricsStalenessThreshold" in plugin.get("parameters", {}):
+            plugin["parameters"]["metricsStalenessThreshold"] = threshold
+    return {"pluginsConfigFile": PLUGINS_FILE,
+            "pluginsCustomConfig": {PLUGINS_FILE: yaml.safe_dump(config, sort_keys=False)}}
+
+
+def variant(name: str, emitted: Failover) -> tuple[Failover, float | None]:
+    """The failover a variant runs, kept at the plan's node launches, and the lost-pod window its
+    query would look back (None: the plan's)."""
+    tolerations = pod_tolerations(())
+    for setting in ("blind-55s", "at-max"):  # what a variant does to the HPA, not the failover
+        name = "as-emitted" if name == setting else name.removeprefix(f"{setting}-")
+    if name == "as-emitted":
+        made = failover(picker_values(), tolerations)
+    elif name == "no-filter":
+        made = failover({}, tolerations)
+    elif name == "filter-2s":
+        made = failover(_values_with_threshold("2s"), tolerations)
+    elif name == "toleration-300s":
+        # Without its own toleration the admission plugin's default applies.
+        made = failover(picker_values(), [t for t in tolerations if t.get("key") != UNREACHABLE_TAINT])
+        return (replace(made, new_nodes_while_down=emitted.new_nodes_while_down),
+                made.evict_s + POLLING_INTERVAL_S)
+    elif name == "instant":
+        made = Failover()
+    else:
+        raise ValueError(name)
+    return replace(made, new_nodes_while_down=emitted.new_nodes_while_down), None
+
+
+def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
+    dep, trace, at = lost_pods.setup(plan, base, model, at)
+    query = dep.scaled_object["triggers"][0]["metadata"]["query"]
+    emitted = dep.fleet.failover
+    if (emitted.route_s, emitted.evict_s) != (predictor_failover().route_s, predictor_failover().evict_s):
+        raise SystemExit(f"{model}: the deployment's failover {emitted} is not the emitted one")
+    runs: dict[str, Any] = {}
+    for name in VARIANTS:
+        made, window = variant(name, emitted)
+        # The plan's query looks back its own window; a longer toleration needs a longer one.
+        q = query if window is None else query.replace(f"[{lost_pod_window_s(POLLING_INTERVAL_S):.0f}s]",
+                                                       f"[{window:.0f}s]")
+        if window is not None and q == query:
+            raise SystemExit(f"{model}: no lost-pod window in the query to lengthen")
+        blind = BLIND_S if name.startswith("blind-") else 0.0
+        cut = runs["as-emitted"]["held_at_loss"] if name.startswith("at-max") else None
+        run = lost_pods._run(dep, trace, at, q, blind_s=blind, failover=made, judged=emitted,
+                             max_replicas=cut)
+        runs[name] = {"route_s": made.route_s, "evict_s": made.evict_s, **run}
+    return {"model": model, "at_s": round(at, 1),
+            "replicas_bounds": [dep.plan.min_replicas, dep.plan.max_replicas], "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stack", default="prod")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    config = load(args.stack)
+    rows = []
+    for tname in ("conv", "code"):
+        base = load_azure_2023(bench.TRACES[tname])
+        plan, _ = bench.plan_for(config.platform, config.source, base, tname)
+        for trace_name, model, at in CASES:
+            if trace_name != tname:
+                continue
+            row = {"trace": tname, **case(plan, base, model, at)}
+            rows.append(row)
+            runs = "; ".join(f"{k} {v['bad_share']:.2%} {v['status']}" for k, v in row["runs"].items())
+            print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s (budget "
+                  f"{row['runs']['as-emitted']['error_budget']:.2%}): {runs}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
+                                    "variants": list(VARIANTS), "rows": rows}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
