@@ -19,7 +19,7 @@ from components.addons_cache import ModelCacheAddons, has_cache
 from components.addons_gpu import GpuAddons, gpu_notes, model_cache
 from components.addons_helm import helm_release, namespace, resources
 from components.contract import ClusterFacts, RegionStore
-from serving._model_pod import zone_spread
+from serving._model_pod import unreachable_toleration, zone_spread
 from serving.alert_routes import RECEIVER_SECRET, alertmanager_values
 from serving.charts import ChartKey
 from serving.hardware import Cloud
@@ -136,7 +136,11 @@ def prometheus_values(env: Posture, cloud: Cloud, webhooks: list[str] | None = N
             "topologySpreadConstraints": [zone_spread(ALERTMANAGER_POD)]}},
         "prometheusOperator": {"resources": _CONTROLLER},
         "grafana": {"resources": _CONTROLLER},
-        "kube-state-metrics": {"resources": _CONTROLLER},
+        # One replica (two would export every series twice and double the chart's sums), and the
+        # only source of the HPA conditions `RtipAutoscalerBlind` reads: lost with a zone, its
+        # Deployment replaces it only once it is evicted, 300 s into the taint by default, 30 s
+        # here (a node silent for 90 s), so the page is blind for about 1.5 minutes, not 6.
+        "kube-state-metrics": {"resources": _CONTROLLER, "tolerations": [unreachable_toleration()]},
         "prometheus-node-exporter": {"resources": _SMALL},
     }
 

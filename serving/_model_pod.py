@@ -171,24 +171,30 @@ def env() -> list[dict[str, str]]:
 
 # How long a replica stays bound to a node the control plane cannot reach, once the node is
 # tainted unreachable (55-60 s after it went silent): then the pod is deleted and the ReplicaSet
-# replaces it. Kubernetes' default is 300 s, through which a lost zone's replicas are not replaced;
-# a fleet at its ceiling (the code-traffic plans hold their peak at min = max) cannot scale past
-# them meanwhile. Simulated on the 8B's code plan (3 replicas, one a zone; serving/failover.py),
-# a zone lost at the code trace's busiest minute cost 1.63 % of the window's requests with the
-# default, 2.10 % with 60 s, 0.46 % with 30 s, 0.26 % with 0 s (budget 1.10 %); lost at 600 s,
-# 1.64, 1.95, 2.20 and 0.67 %: the bursts that follow decide, not the toleration alone. 30 s:
-# a node silent for 90 s is taken for gone, a shorter blip keeps its pods. Only `unreachable`: a
-# node that reports NotReady (a kubelet restart, an upgrade) keeps the default, as a replica's
-# cold start costs minutes.
+# replaces it. Kubernetes' default is 300 s, through which a lost zone's replicas count and are
+# not replaced unless the autoscaling query's lost-pod term adds replicas for them (it can only
+# within max: serving/capacity.py lost_zone_room). Where it could not (the 8B's old code plan at
+# min = max = 3; serving/failover.py), a zone lost at the code trace's busiest minute cost 1.63 %
+# of the window's requests with the default, 2.10 % with 60 s, 0.46 % with 30 s, 0.26 % with 0 s
+# (budget 1.10 %). With the term's room, the eviction's timing moves no request in
+# benchmarks/failover.py's seven cases; 30 s stays for what the term cannot see (a pod lost while
+# still loading never served, so it is not counted). 30 s: a node silent for 90 s is taken for
+# gone, a shorter blip keeps its pods. Only `unreachable`: a node that reports NotReady (a
+# kubelet restart, an upgrade) keeps the default, as a replica's cold start costs minutes.
 UNREACHABLE_TOLERATION_S = 30
+
+
+def unreachable_toleration() -> dict[str, object]:
+    """Bound to an unreachable node for UNREACHABLE_TOLERATION_S, then evicted and replaced."""
+    return {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute",
+            "tolerationSeconds": UNREACHABLE_TOLERATION_S}
 
 
 def tolerations(taints: tuple[tuple[str, str, str], ...]) -> list[dict[str, object]]:
     """Tolerate exactly the pool's taints (key, value, effect), nothing broader, and an
     unreachable node for UNREACHABLE_TOLERATION_S."""
     return [*({"key": k, "operator": "Equal", "value": v, "effect": e} for k, v, e in taints),
-            {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute",
-             "tolerationSeconds": UNREACHABLE_TOLERATION_S}]
+            unreachable_toleration()]
 
 
 def zone_spread(selector: dict[str, str]) -> dict[str, Any]:
@@ -222,4 +228,5 @@ def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
 __all__ = ["HEALTH_PATH", "HOME", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "RUN_AS", "STARTUP_MARGIN",
            "UNREACHABLE_TAINT", "UNREACHABLE_TOLERATION_S", "VLLM_PORT", "ZONE_KEY", "container_resources",
            "device_memory_gb", "env", "gpu_memory_utilization", "node_share", "probes", "security_context",
-           "shm_gib", "spread", "startup_allowance_s", "tolerations", "vllm_args", "volumes", "zone_spread"]
+           "shm_gib", "spread", "startup_allowance_s", "tolerations", "unreachable_toleration", "vllm_args",
+           "volumes", "zone_spread"]

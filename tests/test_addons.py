@@ -467,3 +467,20 @@ def test_the_autoscaling_and_alerting_path_spreads_over_zones(stack: str, cluste
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": SPREAD_PODS[key]},
                "spec": {"containers": [{"name": "c", "image": "i"}], "topologySpreadConstraints": [rule]}}
         kubernetes_validate.validate(pod, "1.33", strict=True)
+
+
+@pytest.mark.parametrize(("stack", "cluster"), every_cluster())
+def test_kube_state_metrics_is_replaced_90_s_into_a_zone_loss(stack: str, cluster: str) -> None:
+    """kube-state-metrics runs one replica, the only source of the HPA conditions the blind-HPA
+    page reads; lost with its zone it comes back only through its eviction. Its tolerations, read
+    as Kubernetes matches them (serving/failover.py), end its binding to an unreachable node 30 s
+    into the taint, which comes 60 s after the node went silent: 50 s grace, a 5 s monitor
+    period, another for the taint. The other taints keep the admission plugin's default."""
+    from serving.failover import failover, unreachable_toleration_s
+
+    values = releases(record_of(stack), cluster)["kube-prometheus-stack"].inputs["values"]
+    ksm = values["kube-state-metrics"]
+    assert unreachable_toleration_s(ksm["tolerations"]) == 30
+    assert failover({}, ksm["tolerations"]).evict_s == 50 + 5 + 5 + 30
+    assert all(t["key"] == "node.kubernetes.io/unreachable" for t in ksm["tolerations"])
+    assert ksm.get("replicas", 1) == 1
