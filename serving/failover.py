@@ -27,8 +27,8 @@ began (the checklist's zone-loss item; benchmarks/failover.py, results/failover.
 cost every model 2.6-4.3x its error budget: the 70B 5.17 % of the window's requests against
 1.5 %, the 8B 4.20 % against 1.1 %, the VL model 6.40 % against 1.5 %, the 3B 5.16 % against
 2.0 % (0.37, 0.13, 0.13 and 0.13 % with the lost pods gone and replaced at once, as the
-simulator first had it), and on the code trace 8.4-9.9 %. So the picker's profile here filters first with the picker's own
-`utilization-detector` plugin, which also implements `Filter`
+simulator first had it), and on the code trace 8.4-9.9 %. So the picker's profile here filters
+first with the picker's own `utilization-detector` plugin, which also implements `Filter`
 (`saturationdetector/utilization/detector.go`): an endpoint whose metrics are older than
 `metricsStalenessThreshold` is dropped, failing open when every one is.
 Its load limits are set out of reach (queue depth 10^6, KV-cache use 1.0 with 1 % headroom), so it
