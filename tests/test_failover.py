@@ -70,6 +70,27 @@ def test_requests_picked_for_a_lost_pod_fail_until_the_router_knows_and_it_is_re
     assert [r.created_s for r in quick.fleet.replicas[3:]] == [100.0]
 
 
+def test_a_zone_lost_again_while_down_changes_nothing():
+    """Zone a lost at 100 s and again at 150 s (before its eviction at 300 s): the second loss
+    finds nothing to lose, so the run is the run with one loss, request by request, with one
+    loss recorded and one replacement started; the fleet refuses a second loss itself."""
+    trace = poisson(3.0, 400, (300, 100), seed=4)
+    failover = Failover(route_s=20.0, not_ready_s=55.0, evict_s=200.0, evict_every_s=10.0)
+    once = Simulation(trace, _cfg(failover), "round-robin")
+    one = once.run()
+    twice = Simulation(trace, replace(_cfg(failover), zone_failures=(ZoneFailure("a", 100.0),
+                                                                     ZoneFailure("a", 150.0))),
+                       "round-robin")
+    two = twice.run()
+    for got, want in ((two.ok, one.ok), (two.ttft_s, one.ttft_s), (two.replica, one.replica)):
+        np.testing.assert_array_equal(got, want)
+    assert two.extra["zones_lost"] == one.extra["zones_lost"] == [(100.0, "a")]
+    assert [r.created_s for r in twice.fleet.replicas[3:]] == [r.created_s for r in once.fleet.replicas[3:]] \
+        == [300.0]
+    with pytest.raises(ValueError, match="zone a is already lost"):
+        twice.fleet.fail_zone("a", 400.0)
+
+
 def _fleet(failover: Failover) -> Fleet:
     return Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=3, failover=failover),
                  EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)

@@ -55,8 +55,8 @@ class Node:
 
 
 class Replica:
-    __slots__ = ("created_s", "engine", "gone_s", "last_load", "lost_s", "node", "ready_s", "rid", "state",
-                 "warm", "zone")
+    __slots__ = ("created_s", "engine", "gone_s", "last_load", "node", "ready_s", "rid", "state", "warm",
+                 "zone")
 
     def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
                  warm: bool) -> None:
@@ -66,10 +66,9 @@ class Replica:
         self.engine = engine
         self.created_s = created_s
         self.ready_s = ready_s
-        self.gone_s: float | None = None
+        self.gone_s: float | None = None  # when it stopped serving: scaled in, or lost with its zone
         self.state = STARTING
         self.warm = warm
-        self.lost_s: float | None = None
         self.last_load = 0  # what a lost replica last reported: the router's view of it
 
     @property
@@ -240,8 +239,8 @@ class Fleet:
         # the API has not yet marked does, as the ReplicaSet still sees it running.
         colocated = sum(1 for rid in replica.node.replicas
                         if self.replicas[rid].state in (STARTING, READY, LOST))
-        if replica.state == LOST and replica.lost_s is not None \
-                and now >= replica.lost_s + self.cfg.failover.not_ready_s:
+        if replica.state == LOST and replica.gone_s is not None \
+                and now >= replica.gone_s + self.cfg.failover.not_ready_s:
             # NotReady, bound and Running: after the unassigned pods, tied with a bound pod still
             # starting (both not ready), before every ready pod (ActivePodsWithRanks.Less).
             return (0, 1, -colocated, _log2_age(now - replica.created_s), _pseudo_uid(replica.rid))
@@ -287,9 +286,10 @@ class Fleet:
     def fail_zone(self, zone: str, now: float) -> list[Replica]:
         """Lose `zone`: its nodes vanish and the requests on its replicas are lost; returns the
         replicas lost. With an instant failover they are gone; otherwise they linger (LOST) until
-        `route_lost` and `evict` (the caller schedules both from `cfg.failover`)."""
-        if zone in self.down_zones:  # already lost: nothing more goes
-            return []
+        `route_lost` and `evict` (the caller schedules both from `cfg.failover`, once: a zone
+        already lost is refused)."""
+        if zone in self.down_zones:
+            raise ValueError(f"zone {zone} is already lost")
         self.down_zones.add(zone)
         instant = self.cfg.failover.instant
         lost: list[Replica] = []
@@ -306,7 +306,6 @@ class Fleet:
                 replica.node.replicas.discard(replica.rid)
             else:
                 replica.state = LOST
-                replica.lost_s = now
                 if not keep_routing:
                     self._unroute(replica)
             lost.append(replica)

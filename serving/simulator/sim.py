@@ -180,7 +180,7 @@ class Simulation:
                 # than the interval): `up` 0 after the whole timeout, and the pod's series end
                 # with a staleness marker at that scrape.
                 failed = now - interval
-                if r.lost_s is not None and failed >= r.lost_s:
+                if r.gone_s is not None and failed >= r.gone_s:
                     if r.rid not in self._stale_marked:
                         self.store.mark_stale(failed, "pod", pod, keep=TARGET_SERIES)
                         self._stale_marked.add(r.rid)
@@ -270,15 +270,16 @@ class Simulation:
                     self.fleet.on_ready(obj)  # type: ignore[arg-type]
                 elif kind == "zone":
                     zone = self.fleet.fullest_zone() if obj == FULLEST else str(obj)
-                    self._zones_lost.append((t, zone))
-                    self.fleet.fail_zone(zone, t)
-                    self._flush_lost(t)
-                    failover = cfg.fleet.failover
-                    if failover.route_s > 0:
-                        self._schedule(t + failover.route_s, "route_lost", zone)
-                    for after, lost_node in self.fleet.evictions(zone):
-                        self._schedule(t + after, "evict", lost_node)
-                    self.fleet.scale_to(self.fleet.spec_replicas, t)
+                    if zone not in self.fleet.down_zones:  # a zone already lost has nothing more to lose
+                        self._zones_lost.append((t, zone))
+                        self.fleet.fail_zone(zone, t)
+                        self._flush_lost(t)
+                        failover = cfg.fleet.failover
+                        if failover.route_s > 0:
+                            self._schedule(t + failover.route_s, "route_lost", zone)
+                        for after, lost_node in self.fleet.evictions(zone):
+                            self._schedule(t + after, "evict", lost_node)
+                        self.fleet.scale_to(self.fleet.spec_replicas, t)
                 elif kind == "route_lost":
                     self.fleet.route_lost(str(obj))
                 elif kind == "evict":
