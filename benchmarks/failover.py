@@ -46,10 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import autoscaling as bench  # noqa: E402
 import lost_pods  # noqa: E402
 
-from rtip.stackfile import load  # noqa: E402
 from serving._model_pod import UNREACHABLE_TAINT  # noqa: E402
 from serving._model_pod import tolerations as pod_tolerations  # noqa: E402
 from serving.autoscaling import POLLING_INTERVAL_S  # noqa: E402
@@ -61,7 +59,7 @@ from serving.failover import (  # noqa: E402
     picker_values,
     predictor_failover,
 )
-from serving.simulator import Failover, load_azure_2023  # noqa: E402
+from serving.simulator import Failover  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "failover.json"
 # (trace, model, moment in s into the trace or None for the busiest minute with a whole window after it)
@@ -138,19 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     started = time.perf_counter()
-    config = load(args.stack)
     rows = []
-    for tname in ("conv", "code"):
-        base = load_azure_2023(bench.TRACES[tname])
-        plan, _ = bench.plan_for(config.platform, config.source, base, tname)
-        for trace_name, model, at in CASES:
-            if trace_name != tname:
-                continue
-            row = {"trace": tname, **case(plan, base, model, at)}
-            rows.append(row)
-            runs = "; ".join(f"{k} {v['bad_share']:.2%} {v['status']}" for k, v in row["runs"].items())
-            print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s (budget "
-                  f"{row['runs']['as-emitted']['error_budget']:.2%}): {runs}", flush=True)
+    for tname, plan, base, model, at in lost_pods.each_case(args.stack, CASES):
+        row = {"trace": tname, **case(plan, base, model, at)}
+        rows.append(row)
+        runs = "; ".join(f"{k} {v['bad_share']:.2%} {v['status']}" for k, v in row["runs"].items())
+        print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s (budget "
+              f"{row['runs']['as-emitted']['error_budget']:.2%}): {runs}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
                                     "variants": list(VARIANTS), "rows": rows}, indent=2) + "\n")

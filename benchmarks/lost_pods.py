@@ -30,6 +30,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -133,33 +134,40 @@ def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
                                      for n in (True, False)}}
 
 
+def each_case(stack: str, cases: Iterable[tuple[str, str, float | None]],
+              ) -> Iterator[tuple[str, Any, Any, str, float | None]]:
+    """(trace name, plan, trace, model, moment) for each of `cases`, the stack planned once a trace
+    as benchmarks/autoscaling.py plans it."""
+    config = load(stack)
+    for tname in ("conv", "code"):
+        base = load_azure_2023(bench.TRACES[tname])
+        plan, _ = bench.plan_for(config.platform, config.source, base, tname)
+        for trace_name, model, at in cases:
+            if trace_name == tname:
+                yield tname, plan, base, model, at
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default="prod")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     started = time.perf_counter()
-    config = load(args.stack)
     rows = []
-    for tname in ("conv", "code"):
-        base = load_azure_2023(bench.TRACES[tname])
-        plan, _ = bench.plan_for(config.platform, config.source, base, tname)
-        for trace_name, model, at in CASES:
-            if trace_name != tname:
-                continue
-            row = {"trace": tname, **case(plan, base, model, at)}
-            rows.append(row)
-            w, wo = row["with_term"], row["without_term"]
-            blind = ", ".join(f"blind {k}: {v['bad_share']:.2%} {v['status']}"
-                              for k, v in row["blind"].items())
-            nodes = "; ".join(f"new nodes {k}: {v['bad_share']:.2%} {v['status']}, after the window "
-                              f"{v['after_window']['bad_share']}"
-                              for k, v in row["new_nodes_while_down"].items())
-            print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s: with the term {w['bad_share']:.2%} "
-                  f"{w['status']} (first replacement +{w['first_replacement_after_s']} s, "
-                  f"{w['gpu_hours']:.2f} GPU-h), without {wo['bad_share']:.2%} {wo['status']} "
-                  f"(+{wo['first_replacement_after_s']} s, {wo['gpu_hours']:.2f} GPU-h); {blind}; {nodes}",
-                  flush=True)
+    for tname, plan, base, model, at in each_case(args.stack, CASES):
+        row = {"trace": tname, **case(plan, base, model, at)}
+        rows.append(row)
+        w, wo = row["with_term"], row["without_term"]
+        blind = ", ".join(f"blind {k}: {v['bad_share']:.2%} {v['status']}"
+                          for k, v in row["blind"].items())
+        nodes = "; ".join(f"new nodes {k}: {v['bad_share']:.2%} {v['status']}, after the window "
+                          f"{v['after_window']['bad_share']}"
+                          for k, v in row["new_nodes_while_down"].items())
+        print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s: with the term {w['bad_share']:.2%} "
+              f"{w['status']} (first replacement +{w['first_replacement_after_s']} s, "
+              f"{w['gpu_hours']:.2f} GPU-h), without {wo['bad_share']:.2%} {wo['status']} "
+              f"(+{wo['first_replacement_after_s']} s, {wo['gpu_hours']:.2f} GPU-h); {blind}; {nodes}",
+              flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
                                     "rows": rows}, indent=2) + "\n")
