@@ -139,7 +139,8 @@ def prometheus_values(env: Posture, cloud: Cloud, webhooks: list[str] | None = N
         # One replica (two would export every series twice and double the chart's sums), and the
         # only source of the HPA conditions `RtipAutoscalerBlind` reads: lost with a zone, its
         # Deployment replaces it only once it is evicted, 300 s into the taint by default, 30 s
-        # here (a node silent for 90 s), so the page is blind for about 1.5 minutes, not 6.
+        # here (a node silent for 90 s), so the page is blind from about 1.5 minutes (the zone's
+        # nodes are tainted one each 10 s; then it schedules and starts), not 6.
         "kube-state-metrics": {"resources": _CONTROLLER, "tolerations": [unreachable_toleration()]},
         "prometheus-node-exporter": {"resources": _SMALL},
     }

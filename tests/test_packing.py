@@ -70,9 +70,10 @@ def _check(demands: list[ModelDemand], result) -> None:
             v.weights_gb for v in card.variants if v.quantization == m.quantization)
         assert weights + kv_gb <= m.slice.memory_gb * m.slice.tensor_parallel * 0.90 + 1e-6
         assert m.capacity.memory_needed_gb <= m.slice.memory_gb * GPU_MEMORY_UTILIZATION + 1e-6
-        # Zone loss: every zone but one still serves the peak.
+        # Zone loss: max less its fullest zone (ceil(max / zones) under maxSkew 1) serves the peak.
         zones = pools[m.pool].zones
-        assert m.replicas.per_zone_max * (zones - 1) * m.capacity.qps >= d.peak_qps * (1 - 1e-9)
+        fullest = -(-m.replicas.max_replicas // zones)
+        assert (m.replicas.max_replicas - fullest) * m.capacity.qps >= d.peak_qps * (1 - 1e-9)
         assert m.capacity.ttft_tail_s <= d.tier.ttft_ms / 1000 + 1e-9
         # TPOT, recomputed from the profile: the batch's decode step, stretched by the prefills of
         # the other requests arriving at the replica's rate, within the tier.
