@@ -179,7 +179,8 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     slots = _slots_per_node(mp, pool)
     # Whether the pool's node autoscaler launches in the zones up while one is lost (Karpenter
     # does not); kube-scheduler still places replicas on free slots there.
-    launches = NODE_AUTOSCALER[plan.region(mp.region).cloud].launches_while_zone_down
+    region = plan.region(mp.region)
+    launches = NODE_AUTOSCALER[region.cloud].launches_while_zone_down
     per_zone = math.ceil(mp.min_replicas / len(zones))
     fleet = FleetConfig(zones=zones, initial_replicas=mp.min_replicas, slots_per_node=slots,
                         gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
@@ -188,7 +189,8 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
                         # The picker as the inferencepool release configures it, and the
                         # predictor's toleration of an unreachable node (its pool's own taints,
                         # the rest of its list, have no say in a zone loss).
-                        failover=replace(predictor_failover(), new_nodes_while_down=launches))
+                        failover=replace(predictor_failover(), new_nodes_while_down=launches,
+                                         zones_out_of_pools=tuple(getattr(region.region, "zones_down", ()))))
     tier = mp.tier_spec
     return Deployment(
         plan=mp, engine=engine, fleet=fleet,

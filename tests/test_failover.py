@@ -253,6 +253,42 @@ def test_without_new_nodes_while_a_zone_is_down_a_replica_with_no_free_slot_stay
         assert fleet.unscheduled == (0 if launches else 1)  # counted though it went
 
 
+def test_a_lost_zone_the_stack_lists_as_down_pins_no_new_node():
+    """The same fleet as Karpenter runs it (no launches while a zone its pools name is down): with
+    zone a listed down (out of the NodePools), losing a leaves no zone to pin new nodes to, so
+    the fourth replica gets a node in b or c; with only b listed, the lost a still pins them."""
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0,
+                        new_nodes_while_down=False)
+    for listed, launches in ((("a",), True), (("b",), False)):
+        fleet = _fleet(replace(failover, zones_out_of_pools=listed))
+        fleet.fail_zone("a", 100.0)
+        fourth = fleet.place(120.0)
+        assert (fourth.node in fleet.nodes) is launches and fleet.unscheduled == (0 if launches else 1)
+        if launches:
+            assert fourth.zone in ("b", "c") and fourth.ready_s < float("inf")
+
+
+def test_the_simulated_deployment_takes_the_stacks_zones_down(tmp_path) -> None:
+    """staging's AWS region with `zones_down: [us-east-2a]`: every model there runs with that
+    zone out of the pools; as shipped, none."""
+    import copy
+
+    from rtip.stackfile import load
+    from stacks.plan import load_plan
+    from stacks.simulation import deployment
+    from tests.conftest import stack_doc
+
+    platform = copy.deepcopy(stack_doc("staging")["config"]["rtip:platform"])
+    (aws_at,) = [i for i, r in enumerate(platform["regions"]) if r["cloud"] == "aws"]
+    region = platform["regions"][aws_at]["region"]
+    platform["regions"][aws_at]["zones_down"] = ["us-east-2a"]
+    plan = load_plan(platform, load("staging").source)
+    listed = [deployment(plan, m).fleet.failover for m in plan.models if m.region == region]
+    assert listed and all(f.zones_out_of_pools == ("us-east-2a",) for f in listed)
+    shipped = plan_of("staging")
+    assert all(deployment(shipped, m).fleet.failover.zones_out_of_pools == () for m in shipped.models)
+
+
 def test_a_pending_replica_bills_no_gpu_time():
     trace = poisson(3.0, 200, (300, 100), seed=4)
     failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0,

@@ -164,7 +164,9 @@ class Failover:
       only then;
     - `new_nodes_while_down`: whether the node autoscaler launches nodes in the surviving zones
       while a zone is down. A replica that finds no free slot there waits for a node; without
-      one it stays Pending (counted by the ReplicaSet, never ready) for the rest of the run.
+      one it stays Pending (counted by the ReplicaSet, never ready) for the rest of the run;
+    - `zones_out_of_pools`: zones the node autoscaler's pools no longer name (an outage the stack
+      lists, AwsRegion.zones_down): a lost zone among them pins no new node, so launches go on.
     """
 
     route_s: float = 0.0
@@ -172,6 +174,7 @@ class Failover:
     evict_s: float = 0.0
     evict_every_s: float = 0.0
     new_nodes_while_down: bool = True
+    zones_out_of_pools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if min(self.route_s, self.not_ready_s, self.evict_s, self.evict_every_s) < 0:

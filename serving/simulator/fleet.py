@@ -193,10 +193,11 @@ class Fleet:
                 replica = self._add_replica(node, now, ready, warm=True)
                 break
         else:
-            if self.down_zones and not self.cfg.failover.new_nodes_while_down:
-                # No node comes for it while the zone is down: Pending, on a node that is never
-                # ready and never billed (not one of the fleet's nodes).
-                lost_zone = sorted(self.down_zones)[0]
+            pinned = self.down_zones - set(self.cfg.failover.zones_out_of_pools)
+            if pinned and not self.cfg.failover.new_nodes_while_down:
+                # No node comes for it while a zone its pools still name is down: Pending, on a
+                # node that is never ready and never billed (not one of the fleet's nodes).
+                lost_zone = sorted(pinned)[0]
                 pending = Node(UNSCHEDULED, lost_zone, self.cfg.slots_per_node, now, math.inf)
                 self.unscheduled += 1
                 return self._add_replica(pending, now, math.inf, warm=False)
