@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['failed_in_flight']:>9} {row['requests']:>7} {row['bad_share']:>7.2%}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"stack": args.stack, "model": args.model, "trace": "conv",
-                                    "cold_start_s": mp.cold_start.total_s, "rows": rows}, indent=2) + "\n")
+                                    "cold_start_s": mp.cold_start.total_s,
+                                    # What each moment is judged over: the eviction and a cold start.
+                                    "window_s": round(bench.zone_loss_window_s(dep), 1), "rows": rows},
+                                   indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
 
