@@ -207,9 +207,10 @@ def zone_loss_moments(trace: Trace, cold_s: float, every_s: float = ZONE_LOSS_EV
 
     Whole windows only, because a window the trace's end cuts is judged on its first requests
     alone, where the requests killed in flight with the zone weigh most: on the 70B's conversation
-    run every bad request at 2,700, 3,000 and 3,300 s was in flight on the lost zone, yet the
-    share at 3,300 s read 1.30 / 1.48 / 1.67 % on three draws (budget 1.5 %) over some 1,078
-    requests, against some 4,680 in a whole window at 2,700 s (benchmarks/sweep_edge.py)."""
+    run most bad requests at 2,700, 3,000 and 3,300 s (14-28 of 20-31) were in flight on the lost
+    zone, about as many at each moment, yet the share at 3,300 s read 1.85 / 1.86 / 1.95 % on three
+    draws (budget 1.5 %) over some 1,078 requests, against some 4,860 at 2,700 s, whose window the
+    trace cuts only 36 s short (benchmarks/sweep_edge.py)."""
     start = float(trace.arrival_s[0])
     return [float(t) for t in np.arange(start + every_s, last_whole_window_start(trace.arrival_s, cold_s),
                                         every_s)]

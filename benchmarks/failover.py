@@ -99,13 +99,14 @@ def variant(name: str, emitted: Failover) -> tuple[Failover, float | None]:
     elif name == "toleration-300s":
         # Without its own toleration the admission plugin's default applies.
         made = failover(picker_values(), [t for t in tolerations if t.get("key") != UNREACHABLE_TAINT])
-        return (replace(made, new_nodes_while_down=emitted.new_nodes_while_down),
-                made.evict_s + POLLING_INTERVAL_S)
+        return (replace(made, new_nodes_while_down=emitted.new_nodes_while_down,
+                        zones_out_of_pools=emitted.zones_out_of_pools), made.evict_s + POLLING_INTERVAL_S)
     elif name == "instant":
         made = Failover()
     else:
         raise ValueError(name)
-    return replace(made, new_nodes_while_down=emitted.new_nodes_while_down), None
+    return replace(made, new_nodes_while_down=emitted.new_nodes_while_down,
+                   zones_out_of_pools=emitted.zones_out_of_pools), None
 
 
 def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:

@@ -60,7 +60,8 @@ while it was loading, which never served); their cost is the eviction of every p
 unreachable for 90 s that comes back.
 
 `failover` gives the simulator those times for a plan's pods and picker configuration
-(stacks/simulation.py adds that on EKS Karpenter launches no node while the zone is down). Not
+(stacks/simulation.py adds that on EKS Karpenter launches no node while the zone is down, unless
+the stack lists it in `zones_down`, which takes it out of the NodePools). Not
 modelled, each optimistic: the node eviction queue is per zone, shared with every other node
 there (other models' pools, the system pool), so a model's first node may wait its turn; for
 the first 55 s, before the lost zone's nodes are tainted, the zone spread still counts its pods

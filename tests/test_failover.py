@@ -266,9 +266,16 @@ def test_a_lost_zone_the_stack_lists_as_down_pins_no_new_node():
         assert (fourth.node in fleet.nodes) is launches and fleet.unscheduled == (0 if launches else 1)
         if launches:
             assert fourth.zone in ("b", "c") and fourth.ready_s < float("inf")
+    # With every zone up, a listed zone still gets no new node. One replica a zone on one-slot
+    # nodes: the fewest-replica zones come first (a, b, c; then a, c; then a alone), and each
+    # new node goes to the first of them the pools name, else to another zone up: b, c, b.
+    fleet = _fleet(replace(failover, zones_out_of_pools=("a",)))
+    added = [fleet.place(20.0 + k) for k in range(3)]
+    assert [r.zone for r in added] == ["b", "c", "b"] and fleet.unscheduled == 0
+    assert all(r.node in fleet.nodes and r.node.created_s >= 20.0 for r in added)
 
 
-def test_the_simulated_deployment_takes_the_stacks_zones_down(tmp_path) -> None:
+def test_the_simulated_deployment_takes_the_stacks_zones_down() -> None:
     """staging's AWS region with `zones_down: [us-east-2a]`: every model there runs with that
     zone out of the pools; as shipped, none."""
     import copy

@@ -166,7 +166,8 @@ class Failover:
       while a zone is down. A replica that finds no free slot there waits for a node; without
       one it stays Pending (counted by the ReplicaSet, never ready) for the rest of the run;
     - `zones_out_of_pools`: zones the node autoscaler's pools no longer name (an outage the stack
-      lists, AwsRegion.zones_down): a lost zone among them pins no new node, so launches go on.
+      lists, AwsRegion.zones_down): no new node starts there, and a lost zone among them pins no
+      new node elsewhere, so launches go on in the zones up.
     """
 
     route_s: float = 0.0

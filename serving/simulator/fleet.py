@@ -193,15 +193,17 @@ class Fleet:
                 replica = self._add_replica(node, now, ready, warm=True)
                 break
         else:
-            pinned = self.down_zones - set(self.cfg.failover.zones_out_of_pools)
-            if pinned and not self.cfg.failover.new_nodes_while_down:
+            out = set(self.cfg.failover.zones_out_of_pools)  # no new node there: the pools exclude it
+            pinned = self.down_zones - out
+            launchable = [z for z in zones if z not in out] or [z for z in up if z not in out]
+            if not launchable or (pinned and not self.cfg.failover.new_nodes_while_down):
                 # No node comes for it while a zone its pools still name is down: Pending, on a
                 # node that is never ready and never billed (not one of the fleet's nodes).
-                lost_zone = sorted(pinned)[0]
+                lost_zone = sorted(pinned or out)[0]
                 pending = Node(UNSCHEDULED, lost_zone, self.cfg.slots_per_node, now, math.inf)
                 self.unscheduled += 1
                 return self._add_replica(pending, now, math.inf, warm=False)
-            node = self._add_node(zones[0], now, now + cold.node_ready_s)
+            node = self._add_node(launchable[0], now, now + cold.node_ready_s)
             replica = self._add_replica(node, now, now + cold.full_s, warm=False)
         self.schedule(replica.ready_s, "ready", replica)
         return replica
