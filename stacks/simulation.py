@@ -133,8 +133,9 @@ class Deployment:
                              "node_ready": self.fleet.cold_start.node_ready_s},
             "zone_loss_s": {"routed_until": self.fleet.failover.route_s,
                             "not_ready": self.fleet.failover.not_ready_s,
-                            "replaced_from": self.fleet.failover.evict_s,
-                            "zones_out_of_pools": list(self.fleet.failover.zones_out_of_pools)},
+                            "replaced_from": self.fleet.failover.evict_s},
+            # An outage the stack lists (AwsRegion.zones_down): no new node there.
+            "zones_out_of_pools": list(self.fleet.failover.zones_out_of_pools),
             "keda_threshold": self.plan.autoscaling.threshold,
             "keda_polling_s": self.plan.autoscaling.polling_interval_s,
             "targets": {"ttft_s": self.targets.ttft_s, "tpot_s": self.targets.tpot_s,
