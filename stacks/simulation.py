@@ -169,7 +169,8 @@ def _gpu_share(mp: ModelRegionPlan) -> float:
 def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     """The simulator's inputs for `mp` (one of `plan.models`)."""
     card = CATALOG[mp.catalog]
-    pool = plan.region(mp.region).pool(mp.pool)
+    region = plan.region(mp.region)
+    pool = region.pool(mp.pool)
     kind = mp.slice
     device_gb = device_memory_gb(kind, pool.sharing)
     utilization = gpu_memory_utilization(kind, pool.sharing)
@@ -181,7 +182,6 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     slots = _slots_per_node(mp, pool)
     # Whether the pool's node autoscaler launches in the zones up while one is lost (Karpenter
     # does not); kube-scheduler still places replicas on free slots there.
-    region = plan.region(mp.region)
     launches = NODE_AUTOSCALER[region.cloud].launches_while_zone_down
     per_zone = math.ceil(mp.min_replicas / len(zones))
     fleet = FleetConfig(zones=zones, initial_replicas=mp.min_replicas, slots_per_node=slots,

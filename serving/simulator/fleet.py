@@ -72,6 +72,11 @@ class Replica:
         self.last_load = 0  # what a lost replica last reported: the router's view of it
 
     @property
+    def scheduled(self) -> bool:
+        """Whether a node came for it (a Pending one has no node, address or GPU)."""
+        return self.node.nid != UNSCHEDULED
+
+    @property
     def load(self) -> int:
         if self.state == LOST:
             return self.last_load
@@ -265,7 +270,7 @@ class Fleet:
         scale-in order or consolidation could reach with this replica history."""
         total = 0.0
         for zone in self.cfg.zones:
-            mine = [r for r in self.replicas if r.zone == zone and r.node.nid != UNSCHEDULED]
+            mine = [r for r in self.replicas if r.zone == zone and r.scheduled]
             steps = sorted([(r.created_s, 1) for r in mine]
                            + [(r.gone_s, -1) for r in mine if r.gone_s is not None])
             live, since = 0, 0.0

@@ -21,7 +21,7 @@ import numpy as np
 
 from serving.simulator.config import FULLEST, EngineConfig, FleetConfig, Targets, ZoneFailure
 from serving.simulator.engine import SimRequest
-from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, UNSCHEDULED, Fleet, Node, Replica
+from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
 from serving.simulator.prometheus import SCRAPE_DURATION, TARGET_SERIES, UP
 from serving.simulator.promql import Store
@@ -187,7 +187,7 @@ class Simulation:
                     self.store.add(failed, UP, target, 0.0)
                     self.store.add(failed, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
                 continue
-            if r.state == STARTING and r.node.nid == UNSCHEDULED:  # no node, no address: no target
+            if not r.scheduled:  # no node, no address: no target
                 continue
             if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused at once
                 self.store.add(now, UP, target, 0.0)
@@ -329,7 +329,7 @@ class Simulation:
         node_hours = sum(((nd.gone_s if nd.gone_s is not None else end) - nd.created_s)
                          for nd in fleet.nodes) * self.cfg.fleet.gpus_per_node / 3600
         replica_hours = sum(((r.gone_s if r.gone_s is not None else end) - r.created_s)
-                            for r in fleet.replicas if r.node.nid != UNSCHEDULED) * gpus_per_slot / 3600
+                            for r in fleet.replicas if r.scheduled) * gpus_per_slot / 3600
         starts = [ReplicaStart(r.rid, r.zone, r.created_s, r.ready_s, r.warm) for r in fleet.replicas
                   if r.state != STARTING and r.ready_s <= (r.gone_s if r.gone_s is not None else end)]
         return SimResult(
