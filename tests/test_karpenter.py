@@ -441,3 +441,20 @@ def test_a_zone_listed_down_leaves_every_nodepool_and_changes_nothing_else(tmp_p
     components = {key for key in changed if key[0] in ("rtip:aws:Karpenter", "rtip:aws:Cluster")}
     assert changed == set(pools) | components and len(components) == 2
     assert all(after[key].inputs["zonesDown"] == ["us-east-2a"] for key in components)
+    # `rtip plan` shows it beside the cluster's zones, and only there.
+    import io
+
+    from rich.console import Console
+
+    from rtip import report
+    from stacks.plan import load_plan
+
+    shown = {}
+    for name, rec, plat in (("listed", record, platform), ("shipped", record_of("staging"),
+                                                          stack_doc("staging")["config"]["rtip:platform"])):
+        out = io.StringIO()
+        report.print_tables(report.document(load_plan(plat, load("staging").source), rec),
+                            Console(file=out, width=400))
+        shown[name] = out.getvalue()
+    assert "us-east-2a, us-east-2b, us-east-2c (down: us-east-2a; out of the NodePools)" in shown["listed"]
+    assert "(down:" not in shown["shipped"]
