@@ -22,7 +22,7 @@ emitted and with each of these undone:
 - `at-max` and `at-max-toleration-300s`: both with the ScaledObject's max cut, for the whole run,
   to the replicas the emitted run held as the zone went, so the term can add nothing and only the
   eviction replaces the lost pods (the run before the loss can differ where the fleet held more
-  earlier: the 8B's code run, 7.02 against 7.72 GPU-hours).
+  earlier: the 8B's code run, 7.02 against 7.76 GPU-hours).
 
 Every variant is judged over the plan's zone-loss window (its eviction plus a cold start): a
 variant's own window would be longer with a later eviction, and the good requests after the

@@ -96,6 +96,7 @@ def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.
     item = checklist(result, moved, trace, failure)[3]
     figs = figures(result, moved)
     decided = sorted(s.decided_s for s in result.starts if s.decided_s >= at)
+    ready = sorted(s.ready_s for s in result.starts if s.decided_s >= at)
     after = result.arrival_s >= at + bench.zone_loss_window_s(moved)
     bad_after = int((after & ~result.attained()).sum())
     held = next((to for t, _, to in reversed(result.scale_events) if t < at), held)
@@ -104,6 +105,8 @@ def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.
                              "bad_share": round(bad_after / after.sum(), 6) if after.any() else None},
             "error_budget": item.figures["error_budget"],
             "first_replacement_after_s": round(decided[0] - at, 1) if decided else None,
+            # When the first two replacements could serve (the VL model's code moment needs two).
+            "replacements_ready_after_s": [round(r - at, 1) for r in ready[:2]],
             "held_at_loss": held,
             "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"]}
 

@@ -49,8 +49,8 @@ the zone each 10 s after that), in the surviving zones: the zone spread honours 
 the lost zone, its nodes tainted, stops counting. Sooner where the fleet is below its maximum:
 the autoscaling query (serving/autoscaling.py `lost_pods`, looking back `lost_pod_window_s`)
 counts a pod whose scrape timed out after it served as one more replica wanted, from the first
-poll after its first failed scrape. Since that term, the eviction's timing changes at most two
-requests of a zone-loss window in benchmarks/failover.py's seven cases (and three after it): the
+poll after its first failed scrape. Since that term, the eviction's timing changes at most one
+request of a zone-loss window in benchmarks/failover.py's seven cases (and three after it): the
 default 300 s toleration loses the same requests within that, also with the HPA's reads failing
 for the first 55 s (on the code runs the eviction is then the first replacement: 90 s against
 254-270 s) and with max cut so that only the eviction replaces. A replacement started at 90 s is
