@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.out is None:  # another draw never overwrites the sizing's
         args.out = OUT if args.seed == SEED else OUT.with_name(f"overload_seed{args.seed}.json")
+    started = time.perf_counter()
     config = load(args.stack)
     out = []
     print(f"{'model':10} {'trace':5} {'qps':>7} {'surv':>4} {'budget':>7}  "
@@ -96,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['error_budget']:>7.2%}  " + " ".join(f"{v:>7.2%}" for v in shares.values())  # type: ignore[attr-defined]
                   + f"  {r['highest_factor_within_budget']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"stack": args.stack, "seed": args.seed, "factors": FACTORS, "rows": out},
+    args.out.write_text(json.dumps({"stack": args.stack, "seed": args.seed, "factors": FACTORS,
+                                    "run_s": round(time.perf_counter() - started, 1), "rows": out},
                                    indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
+    started = time.perf_counter()
     config = load(args.stack)
     base = load_azure_2023(bench.TRACES["conv"])
     plan, _ = bench.plan_for(config.platform, config.source, base, "conv")
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps({"stack": args.stack, "model": args.model, "trace": "conv",
                                     "cold_start_s": mp.cold_start.total_s,
                                     # What each moment is judged over: the eviction and a cold start.
-                                    "window_s": round(bench.zone_loss_window_s(dep), 1), "rows": rows},
+                                    "window_s": round(bench.zone_loss_window_s(dep), 1),
+                                    "run_s": round(time.perf_counter() - started, 1), "rows": rows},
                                    indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
