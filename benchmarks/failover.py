@@ -51,11 +51,9 @@ import lost_pods  # noqa: E402
 
 from serving._model_pod import UNREACHABLE_TAINT  # noqa: E402
 from serving._model_pod import tolerations as pod_tolerations  # noqa: E402
-from serving.autoscaling import POLLING_INTERVAL_S  # noqa: E402
 from serving.failover import (  # noqa: E402
     PLUGINS_FILE,
     failover,
-    lost_pod_window_s,
     picker_config,
     picker_values,
     predictor_failover,
@@ -84,9 +82,8 @@ def _values_with_threshold(threshold: str) -> dict[str, object]:
             "pluginsCustomConfig": {PLUGINS_FILE: yaml.safe_dump(config, sort_keys=False)}}
 
 
-def variant(name: str, emitted: Failover) -> tuple[Failover, float | None]:
-    """The failover a variant runs, kept at the plan's node launches, and the lost-pod window its
-    query would look back (None: the plan's)."""
+def variant(name: str, emitted: Failover) -> Failover:
+    """The failover a variant runs, kept at the plan's node launches."""
     tolerations = pod_tolerations(())
     for setting in ("blind-55s", "at-max"):  # what a variant does to the HPA, not the failover
         name = "as-emitted" if name == setting else name.removeprefix(f"{setting}-")
@@ -99,14 +96,12 @@ def variant(name: str, emitted: Failover) -> tuple[Failover, float | None]:
     elif name == "toleration-300s":
         # Without its own toleration the admission plugin's default applies.
         made = failover(picker_values(), [t for t in tolerations if t.get("key") != UNREACHABLE_TAINT])
-        return (replace(made, new_nodes_while_down=emitted.new_nodes_while_down,
-                        zones_out_of_pools=emitted.zones_out_of_pools), made.evict_s + POLLING_INTERVAL_S)
     elif name == "instant":
         made = Failover()
     else:
         raise ValueError(name)
     return replace(made, new_nodes_while_down=emitted.new_nodes_while_down,
-                   zones_out_of_pools=emitted.zones_out_of_pools), None
+                   zones_out_of_pools=emitted.zones_out_of_pools)
 
 
 def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
@@ -117,15 +112,10 @@ def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
         raise SystemExit(f"{model}: the deployment's failover {emitted} is not the emitted one")
     runs: dict[str, Any] = {}
     for name in VARIANTS:
-        made, window = variant(name, emitted)
-        # The plan's query looks back its own window; a longer toleration needs a longer one.
-        q = query if window is None else query.replace(f"[{lost_pod_window_s(POLLING_INTERVAL_S):.0f}s]",
-                                                       f"[{window:.0f}s]")
-        if window is not None and q == query:
-            raise SystemExit(f"{model}: no lost-pod window in the query to lengthen")
+        made = variant(name, emitted)
         blind = BLIND_S if name.startswith("blind-") else 0.0
         cut = runs["as-emitted"]["held_at_loss"] if name.startswith("at-max") else None
-        run = lost_pods._run(dep, trace, at, q, blind_s=blind, failover=made, judged=emitted,
+        run = lost_pods._run(dep, trace, at, query, blind_s=blind, failover=made, judged=emitted,
                              max_replicas=cut)
         runs[name] = {"route_s": made.route_s, "evict_s": made.evict_s, **run}
     return {"model": model, "at_s": round(at, 1),

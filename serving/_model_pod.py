@@ -22,6 +22,7 @@ MODEL_DIR = "/mnt/models"  # where KServe mounts the model (storage initializer 
 ZONE_KEY = "topology.kubernetes.io/zone"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"  # the node lifecycle controller's, on a silent node
 HOST_KEY = "kubernetes.io/hostname"
+MODEL_LABEL = "rtip.dev/model"  # on every predictor pod and on the plan's objects of a model
 
 # Probes: the startup probe holds off readiness and liveness until the engine is up, so it must
 # allow the whole cold start after the node joined, with margin: a replica killed at 90 % of its
@@ -177,8 +178,9 @@ def env() -> list[dict[str, str]]:
 # min = max = 3; serving/failover.py), a zone lost at the code trace's busiest minute cost 1.63 %
 # of the window's requests with the default, 2.10 % with 60 s, 0.46 % with 30 s, 0.26 % with 0 s
 # (budget 1.10 %). With the term's room, the eviction's timing changes at most one request of a
-# window in benchmarks/failover.py's seven cases; 30 s stays for what the term cannot see (a pod lost while
-# still loading never served, so it is not counted). 30 s: a node silent for 90 s is taken for
+# window in benchmarks/failover.py's seven cases; 30 s stays for what the term cannot do (add
+# replicas to a fleet at max, or count while the metrics path is lost with the zone). 30 s: a
+# node silent for 90 s is taken for
 # gone, a shorter blip keeps its pods. Only `unreachable`: a node that reports NotReady (a
 # kubelet restart, an upgrade) keeps the default, as a replica's cold start costs minutes.
 UNREACHABLE_TOLERATION_S = 30

@@ -37,10 +37,15 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   loss with the predictors' 30 s toleration: serving.failover), so neither branch gets it
   replaced sooner: desired = in-flight or zone branch, the lost pod included, is already met.
   The query, held at the floor's worth (a fleet at its floor needs its lost pods replaced too),
-  adds one replica a pod whose scrape timed out (`up == 0` after the scrape's timeout: its
-  address answers nothing) after it served within that time (`present_over_time` of its vLLM
-  series, which a failed scrape ends): a pod loading its model or being scaled in refuses the
-  scrape at once and does not count (`lost_pods`). Its replacement
+  adds one replica a pod of the model whose scrape timed out (`up == 0` after the scrape's
+  timeout: its address answers nothing) and that has no deletion timestamp (kube-state-metrics'
+  `kube_pod_deletion_timestamp`): the ReplicaSet counts exactly the pods not being deleted, so
+  the term counts a lost pod for as long as the ReplicaSet does, and stops when its eviction
+  lets the ReplicaSet replace it. The model's pods are its targets by the label the PodMonitor
+  copies from the pod (`rtip_dev_model`), so a pod lost while loading its model, which never
+  served, counts too, and so does one of a partially disrupted zone, whose eviction may never
+  come. A pod loading its model or being scaled in on a live node refuses the scrape at once
+  and does not count (`lost_pods`). Its replacement
   then starts with the first poll after the first failed scrape (16-30 s after the loss in the
   simulator, which makes a failed scrape known a whole interval after it began, where the
   PodMonitor's timeout is 10 s) instead of the eviction. It cannot pass max,
@@ -61,9 +66,10 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from serving._model_pod import MODEL_LABEL
 from serving.capacity import RegionReplicas, ReplicaCapacity, lost_zone_room
 from serving.profiles import Profile
-from serving.simulator.prometheus import SCRAPE_DURATION, UP
+from serving.simulator.prometheus import POD_DELETION, SCRAPE_DURATION, UP, pod_target_label
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -176,19 +182,24 @@ def zone_query(selector: str, load: str, k: float, ceiling: float, threshold: fl
     return f"clamp_min(clamp_max({load} * {k:g}, {cap:g}) + {threshold:g}, scalar({in_flight}))"
 
 
-def lost_pods(selector: str, namespace: str, window_s: float) -> str:
-    """The model's pods whose last scrape timed out (`up` 0 after at least LOST_SCRAPE_S: the
-    address answered nothing, as a lost node's does) and that served within `window_s`, counted
-    once a pod however many targets scrape it (0 when none: `count` of nothing is empty).
+def lost_pods(model: str, namespace: str) -> str:
+    """The pods of `model` (its PodMonitor's target label) whose last scrape timed out (`up` 0
+    after at least LOST_SCRAPE_S: the address answered nothing, as a lost node's does), less
+    those with a deletion timestamp, counted once a pod however many targets scrape it (0 when
+    none: `count` of nothing is empty).
 
     A scrape refused at once is not a lost pod: vLLM serves no /metrics while it loads its model,
     and stops serving HTTP at once on SIGTERM, so a pod being scaled in fails its scrapes while
-    it is still a target; counted, it would make the HPA add a replica after every scale-in."""
-    # `up` and the scrape's duration are the same target's (all labels match); the vLLM series,
-    # which add their own labels, are matched on the pod.
-    return (f'count(count by (namespace, pod) (({UP}{{namespace="{namespace}"}} == 0) and '
-            f'({SCRAPE_DURATION}{{namespace="{namespace}"}} >= {LOST_SCRAPE_S:g}) and on(namespace, pod) '
-            f"present_over_time({RUNNING}{selector}[{math.ceil(window_s)}s]))) or vector(0)")
+    it is still a target; counted, it would make the HPA add a replica after every scale-in. A
+    deleted pod on a lost node stays a target (Prometheus's pod discovery keeps every pod with an
+    address until the object goes, which waits for its kubelet), but the ReplicaSet has replaced
+    it; its deletion timestamp keeps it out."""
+    target = f'{{namespace="{namespace}",{pod_target_label(MODEL_LABEL)}="{model}"}}'
+    # `up` and the scrape's duration are the same target's (all labels match); kube-state-metrics'
+    # series carry the pod's namespace and name.
+    return (f"count(count by (namespace, pod) ((({UP}{target} == 0) and "
+            f"({SCRAPE_DURATION}{target} >= {LOST_SCRAPE_S:g})) unless on(namespace, pod) "
+            f'{POD_DELETION}{{namespace="{namespace}"}})) or vector(0)')
 
 
 def with_lost_pods(query: str, threshold: float, lost: str, floor: int) -> str:
@@ -264,13 +275,10 @@ def autoscaling(
     input_tokens: int,
     output_tokens: int,
     ceiling_qps: float,
-    lost_window_s: float,
 ) -> Autoscaling:
     """Autoscaling of one model in one region. `served_name` is vLLM's --served-model-name,
     which its metrics carry as the `model_name` label; `ceiling_qps` the most load the zone
-    branch holds survivors for (the stated peak and the tier's burst headroom above it);
-    `lost_window_s` how long after its last good scrape a pod that stopped answering still
-    counts for the ReplicaSet (its eviction, and one scrape interval)."""
+    branch holds survivors for (the stated peak and the tier's burst headroom above it)."""
     threshold = in_flight_target(capacity, prof, input_tokens, output_tokens, replicas.headroom)
     selector = f'{{namespace="{namespace}",model_name="{served_name}"}}'
     query, zone_note, zone_rate = in_flight_sum(selector), "", None
@@ -297,7 +305,7 @@ def autoscaling(
         zone_note = (f"; and at least 1 + the completion rate over {q_zone:.2f} req/s a replica "
                      f"({z - 1}/{z} of it, less the headroom), up to {ceiling_qps:g} req/s, "
                      f"so the fleet survives losing one of {z} zones as traffic grows")
-    lost = lost_pods(selector, namespace, lost_window_s)
+    lost = lost_pods(model, namespace)
     query = with_lost_pods(query, threshold, lost, replicas.min_replicas)
     room = lost_zone_room(replicas.min_replicas, replicas.zones)
     notes = () if replicas.max_replicas - replicas.min_replicas >= room else (
@@ -319,8 +327,8 @@ def autoscaling(
         rationale=(f"target {threshold:g} requests in flight a replica: "
                    f"{capacity.qps:.2f} req/s a replica within the tier ({capacity.source}), "
                    f"less {replicas.headroom:.0%} headroom for growth during a cold start{zone_note}; "
-                   f"and one more for each pod that stopped answering its scrapes after serving "
-                   f"within {math.ceil(lost_window_s)} s, which the ReplicaSet counts until it is evicted "
+                   f"and one more for each pod whose scrapes time out and that is not being deleted, "
+                   f"which the ReplicaSet counts until it is evicted "
                    f"(baseline: 5 waiting, vLLM production-stack)"),
         zone_rate_qps=zone_rate, headroom=replicas.headroom,
         ceiling_qps=ceiling_qps if zone_rate is not None else None, selector=selector, lost=lost,

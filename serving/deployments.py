@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from serving import _model_pod as pod
 from serving import drain
+from serving._model_pod import MODEL_LABEL
 from serving.autoscaling import POLLING_INTERVAL_S, SCRAPE_TIMEOUT_S, Autoscaling
 from serving.charts import IMAGES, Image, UnpinnedError, pinned_ref
 from serving.coldstart import ColdStart
@@ -40,7 +41,6 @@ POD_MONITOR = ("monitoring.coreos.com/v1", "PodMonitor")
 # `external` makes KServe create no autoscaler, so the ScaledObject below is the only one.
 DEPLOYMENT_MODE = ("serving.kserve.io/deploymentMode", "Standard")
 AUTOSCALER_CLASS = ("serving.kserve.io/autoscalerClass", "external")
-MODEL_LABEL = "rtip.dev/model"
 # The service account in KServe's job namespace the cache's download Jobs take credentials from.
 LOCAL_MODEL_DOWNLOAD_SERVICE_ACCOUNT = "model-download"
 MODEL_FORMAT = "vllm"
@@ -277,20 +277,25 @@ def pod_disruption_budget(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict
     }
 
 
-def pod_monitor(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
-    """vLLM's /metrics scraped as often as KEDA polls, so each poll sees a fresh queue length."""
-    api_version, kind = POD_MONITOR
-    interval = f"{POLLING_INTERVAL_S}s"
+def pod_monitor_spec(model: str) -> dict[str, Any]:
+    """vLLM's /metrics scraped as often as KEDA polls, so each poll sees a fresh queue length. The
+    model's label goes onto each target's `up` and `scrape_duration_seconds` (podTargetLabels),
+    which is how the autoscaling query's lost-pod term finds the model's pods that stopped
+    answering, loading ones included: a pod that no longer answers has no vLLM series to select."""
     return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": _meta(plan.model, cluster.namespace, plan.model),
-        "spec": {
-            "selector": {"matchLabels": {MODEL_LABEL: plan.model}},
-            "podMetricsEndpoints": [{"portNumber": pod.VLLM_PORT, "path": "/metrics",
-                                     "interval": interval, "scrapeTimeout": f"{SCRAPE_TIMEOUT_S}s"}],
-        },
+        "selector": {"matchLabels": {MODEL_LABEL: model}},
+        "podTargetLabels": [MODEL_LABEL],
+        "podMetricsEndpoints": [{"portNumber": pod.VLLM_PORT, "path": "/metrics",
+                                 "interval": f"{POLLING_INTERVAL_S}s",
+                                 "scrapeTimeout": f"{SCRAPE_TIMEOUT_S}s"}],
     }
+
+
+def pod_monitor(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
+    api_version, kind = POD_MONITOR
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": _meta(plan.model, cluster.namespace, plan.model),
+            "spec": pod_monitor_spec(plan.model)}
 
 
 def slo_rule(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
@@ -347,5 +352,6 @@ __all__ = ["AUTOSCALER_CLASS", "CLOUD_POD_LABELS", "CLUSTER_SERVING_RUNTIME", "D
            "POD_MONITOR", "RUNS_AS_ROOT", "RUNTIME_IMAGE", "SCALED_OBJECT", "ClusterTarget", "ModelManifests",
            "ModelRegionPlan",
            "PoolTarget", "cluster_serving_runtime", "inference_service", "local_model_cache",
-           "model_manifests", "pod_disruption_budget", "pod_monitor", "predictor_deployment",
+           "model_manifests", "pod_disruption_budget", "pod_monitor", "pod_monitor_spec",
+           "predictor_deployment",
            "runtime_image", "runtime_name", "scaled_object", "slo_rule"]

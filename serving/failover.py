@@ -47,17 +47,17 @@ A lost pod then leaves the candidates at most 1 s after the loss, and the same f
 (serving/_model_pod.py), so the ReplicaSet replaces them at most 90 s after the loss (one node of
 the zone each 10 s after that), in the surviving zones: the zone spread honours node taints, so
 the lost zone, its nodes tainted, stops counting. Sooner where the fleet is below its maximum:
-the autoscaling query (serving/autoscaling.py `lost_pods`, looking back `lost_pod_window_s`)
-counts a pod whose scrape timed out after it served as one more replica wanted, from the first
-poll after its first failed scrape. Since that term, the eviction's timing changes at most one
+the autoscaling query (serving/autoscaling.py `lost_pods`) counts a pod of the model whose
+scrape timed out and that is not being deleted as one more replica wanted, from the first poll
+after its first failed scrape until its eviction. Since that term, the eviction's timing changes at most one
 request of a zone-loss window in benchmarks/failover.py's seven cases (and three after it): the
 default 300 s toleration loses the same requests within that, also with the HPA's reads failing
 for the first 55 s (on the code runs the eviction is then the first replacement: 90 s against
 254-270 s) and with max cut so that only the eviction replaces. A replacement started at 90 s is
 ready only near the window's end, a cold start later, after the requests that fail; the zone
-surplus carries the window meanwhile. The 30 s stay for what the term cannot see (a pod lost
-while it was loading, which never served); their cost is the eviction of every pod on a node
-unreachable for 90 s that comes back.
+surplus carries the window meanwhile. The 30 s stay for what the term cannot do: add
+replicas to a fleet at its maximum, or count anything while the metrics path is lost with the
+zone; their cost is the eviction of every pod on a node unreachable for 90 s that comes back.
 
 `failover` gives the simulator those times for a plan's pods and picker configuration
 (stacks/simulation.py adds that on EKS Karpenter launches no node while the zone is down, unless
@@ -192,13 +192,6 @@ def predictor_failover() -> Failover:
     return failover(picker_values(), pod_tolerations(()))
 
 
-def lost_pod_window_s(scrape_interval_s: float) -> float:
-    """How long after its last good scrape a predictor on a lost node can still count for its
-    ReplicaSet: its first node's eviction, the loss having come up to one scrape interval after
-    that scrape (the autoscaling query's lost-pod term looks back this far)."""
-    return predictor_failover().evict_s + scrape_interval_s
-
-
 __all__ = ["DEFAULT_TOLERATION_S", "NODE_EVICTION_EVERY_S", "NODE_MONITOR_GRACE_S", "NODE_MONITOR_PERIOD_S",
-           "PLUGINS_FILE", "STALE_AFTER", "failover", "lost_pod_window_s", "picker_config", "picker_values",
+           "PLUGINS_FILE", "STALE_AFTER", "failover", "picker_config", "picker_values",
            "predictor_failover", "stale_filter_s", "unreachable_toleration_s"]

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from serving import gpu_config
-from serving.autoscaling import POLLING_INTERVAL_S, Autoscaling, autoscaling
+from serving.autoscaling import Autoscaling, autoscaling
 from serving.capacity import ReplicaCapacity
 from serving.coldstart import ColdStart
-from serving.failover import lost_pod_window_s
 from serving.hardware import Cloud
 from serving.measured import visible_memory_gb
 from serving.models import CATALOG, Quantization
@@ -102,8 +101,7 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
     scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
                           profile(card, placed.slice, placed.quantization), reps,
                           model.tokens.input_tokens, model.tokens.output_tokens,
-                          model.peak_qps * (1 + tier.burst_headroom),
-                          lost_pod_window_s(POLLING_INTERVAL_S))
+                          model.peak_qps * (1 + tier.burst_headroom))
     return ModelRegionPlan(
         model=model.name, catalog=card.id, region=region.region, cloud=str(cloud),
         tier=tier.tier, tier_spec=tier, peak_qps=model.peak_qps, pool=placed.pool,

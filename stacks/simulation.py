@@ -19,7 +19,8 @@ import stacks). Per `ModelRegionPlan`:
   Kubernetes' defaults have it (`serving.failover`).
 - autoscaler: `KedaAutoscaler(plan.autoscaling.scaled_object_spec(...))`, the very dict the
   ScaledObject manifest carries (`serving.deployments.scaled_object`); the simulated Prometheus
-  labels the metrics with the served model name and the models namespace, as the query expects.
+  labels the metrics with the served model name and the models namespace, and each target with
+  the PodMonitor's podTargetLabels (`model_target_labels`), as the query expects.
 - targets: the tier's TTFT / TPOT, its percentile and availability.
 
 GPU-hours of one replica count the share of the GPUs its slice is (a MIG instance its memory
@@ -36,7 +37,7 @@ from typing import Any
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.autoscaling import SCRAPE_TIMEOUT_S
-from serving.deployments import predictor_deployment
+from serving.deployments import pod_monitor_spec, predictor_deployment
 from serving.failover import predictor_failover
 from serving.hardware import Cloud
 from serving.karpenter import consolidate_after_s
@@ -54,6 +55,7 @@ from serving.simulator import (
     Trace,
     ZoneFailure,
 )
+from serving.simulator.prometheus import pod_target_label
 from serving.slices import SharingMode
 from stacks.model_plan import ModelRegionPlan
 from stacks.naming import MODELS_NAMESPACE
@@ -112,7 +114,8 @@ class Deployment:
                          scrape_interval_s=float(self.scaled_object["pollingInterval"]),
                          scrape_timeout_s=float(SCRAPE_TIMEOUT_S),
                          zone_failures=zone_failures, model_name=self.plan.model,
-                         namespace=MODELS_NAMESPACE, end_s=end_s)
+                         namespace=MODELS_NAMESPACE, target_labels=model_target_labels(self.plan.model),
+                         end_s=end_s)
 
     def inputs(self) -> dict[str, object]:
         """The mapping plan -> simulator, for the report."""
@@ -164,6 +167,15 @@ def _gpu_share(mp: ModelRegionPlan) -> float:
         mig = kind.spec.mig_profile(kind.mig_profile or "")
         return mig.memory_slices / 8 if mig else 1.0
     return kind.tensor_parallel / kind.shares
+
+
+def model_target_labels(model: str) -> tuple[tuple[str, str], ...]:
+    """The labels Prometheus puts on each of the model's targets: its PodMonitor's
+    podTargetLabels, valued from the labels its selector requires of the pods it scrapes."""
+    monitor = pod_monitor_spec(model)
+    pod_labels = monitor["selector"]["matchLabels"]
+    return tuple((pod_target_label(k), str(pod_labels[k])) for k in monitor.get("podTargetLabels", [])
+                 if k in pod_labels)
 
 
 def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
@@ -230,5 +242,5 @@ def trace_for(mp: ModelRegionPlan, trace: Trace, scaling: str = "rate") -> Trace
     raise ValueError(f"trace scaling must be one of {', '.join(SCALINGS)}, got {scaling!r}")
 
 
-__all__ = ["PROMETHEUS", "SCALINGS", "Deployment", "SimulationInputError", "deployment", "select",
-           "trace_for"]
+__all__ = ["PROMETHEUS", "SCALINGS", "Deployment", "SimulationInputError", "deployment",
+           "model_target_labels", "select", "trace_for"]

@@ -23,15 +23,13 @@ from tests.conftest import SHARED
 CRD = SHARED / "crds" / "keda" / "keda.sh_scaledobjects.yaml"
 LLAMA_8B = CATALOG["llama-3.1-8b-instruct"]
 PROF = profile(LLAMA_8B, SliceKind(GpuModel.H100_80GB), Quantization.FP8)
-LOST_WINDOW_S = 105.0  # a lost pod counts for the ReplicaSet for up to this long after its last scrape
 
 
 def _scaling(tier: Tier, peak: float = 30.0, cold_s: float = 900.0, zones: int = 3):
     spec = TIERS[tier]
     cap = replica_capacity(LLAMA_8B, PROF, spec, 1155, 211)
     reps = region_replicas(peak, cap.qps, zones, spec, cold_s)
-    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak,
-                       LOST_WINDOW_S), cap, reps
+    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak), cap, reps
 
 
 def test_trigger_is_the_models_requests_in_flight() -> None:
@@ -61,7 +59,7 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
     _, cap, reps = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     zoned = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=3),
-                        1155, 211, 8.0, LOST_WINDOW_S)
+                        1155, 211, 8.0)
     assert zoned.threshold == 28.0 and zoned.min_replicas == 3  # the floor: one a zone
     # (in flight, completions a second over two pods, replicas wanted; idle, the query reads
     # the floor's worth, 3 x 28)
@@ -84,50 +82,58 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
         assert (replicas - math.ceil(replicas / 3)) * 2.0 >= min(rate * 1.25, 8.0)
     # One zone: nothing to survive, the plain sum.
     single = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=1),
-                         1155, 211, 8.0, LOST_WINDOW_S)
+                         1155, 211, 8.0)
     assert "clamp_max" not in single.query and "request_success_total" not in single.query
     assert single.zone_replicas(12.0) is None
 
 
-def test_a_pod_whose_scrapes_time_out_after_serving_adds_one_replica_while_the_replicaset_counts_it() -> None:
-    """Five pods of the model, scraped every 15 s: p1 serves throughout (700 running, 200
-    waiting); p2 served until its node went after the 90 s scrape: from 105 s its scrapes time out
-    (`up` 0 after 10 s, its series marked stale); p3 is loading its model (refused at once, never
-    served); p4 was scaled in at 60 s (its target gone, every series stale); p5 served until 90 s
-    and from 105 s refuses its scrapes at once (stopping on SIGTERM, still a target). One zone, so
-    the query is the in-flight sum plus the lost term: at 120 s, 900 in flight (the stale numbers
-    no longer count) plus one threshold for p2 alone; once p2's last good sample (90 s) is 105 s
-    old it no longer counts."""
+def test_a_pod_whose_scrapes_time_out_adds_one_replica_until_it_is_deleted() -> None:
+    """Pods scraped every 15 s, their targets labelled with their model (the PodMonitor's
+    podTargetLabels): p1 serves throughout (700 running, 200 waiting); p2 served until its node
+    went after the 90 s scrape: from 105 s its scrapes time out (`up` 0 after 10 s, its series
+    marked stale), and it is evicted at 190 s (a deletion timestamp from the 195 s scrape of
+    kube-state-metrics on; still a target); p3 is loading its model (refused at once); p4 was
+    scaled in at 60 s (its target gone, every series stale); p5 served until 90 s and from 105 s
+    refuses its scrapes at once (stopping on SIGTERM, deleted, still a target); p6 was loading
+    when its node went after the 90 s scrape (timeouts, never served); p7, another model's, times
+    out too. One zone, so the query is the in-flight sum plus the lost term: at 120 s, 900 in
+    flight (the stale numbers no longer count) plus a threshold each for p2 and p6; once p2's
+    deletion shows, p6 alone."""
     scaling, _, _ = _scaling(Tier.STANDARD, zones=1)
     store = Store()
     ns = "models"
     for t in range(0, 301, 15):
-        for pod in ("p1", "p2", "p3", "p4", "p5"):
-            target = (("namespace", ns), ("pod", pod))
+        for pod in ("p1", "p2", "p3", "p4", "p5", "p6", "p7"):
+            target = (("namespace", ns), ("pod", pod), ("rtip_dev_model", "other" if pod == "p7" else "chat"))
             served = pod == "p1" or (pod in ("p2", "p5") and t <= 90) or (pod == "p4" and t < 60)
             if pod == "p4" and t >= 60:
                 continue
+            timed_out = pod in ("p2", "p6", "p7") and t > 90
             store.add(float(t), "up", target, 1.0 if served else 0.0)
-            took = 0.05 if served else (10.0 if pod == "p2" else 0.001)
+            took = 0.05 if served else (10.0 if timed_out else 0.001)
             store.add(float(t), "scrape_duration_seconds", target, took)
             if served:
                 labels = (("model_name", "chat"), ("namespace", ns), ("pod", pod))
                 store.add(float(t), RUNNING, labels, 700.0 if pod == "p1" else 300.0)
                 store.add(float(t), WAITING, labels, 200.0 if pod == "p1" else 100.0)
+            deleted = {"p2": 190.0, "p5": 100.0}.get(pod)
+            if deleted is not None and t >= deleted:
+                store.add(float(t), "kube_pod_deletion_timestamp", (("namespace", ns), ("pod", pod)), deleted)
     for pod in ("p2", "p5"):
-        store.mark_stale(105.0, "pod", pod, keep=("up", "scrape_duration_seconds"))
+        store.mark_stale(105.0, "pod", pod,
+                         keep=("up", "scrape_duration_seconds", "kube_pod_deletion_timestamp"))
     store.mark_stale(60.0, "pod", "p4")
     threshold = scaling.threshold
     assert 900.0 > scaling.min_replicas * threshold  # above the floor's worth
     assert evaluate(scaling.query, store, 90.0) == {(): pytest.approx(900.0 + 800.0)}  # all answer
-    assert evaluate(scaling.query, store, 120.0) == {(): pytest.approx(900.0 + threshold)}
-    assert evaluate(scaling.query, store, 194.0) == {(): pytest.approx(900.0 + threshold)}
-    assert evaluate(scaling.query, store, 196.0) == {(): pytest.approx(900.0)}
-    # Without the timeout the refusing p5 would count, and without the serving filter p3 too.
-    served = 'present_over_time(vllm:num_requests_running{namespace="models"}[105s])'
-    assert evaluate(f'count(up{{namespace="models"}} == 0 and on(namespace, pod) {served})',
-                    store, 120.0) == {(): 2.0}
-    assert evaluate('count(up{namespace="models"} == 0)', store, 120.0) == {(): 3.0}
+    assert evaluate(scaling.query, store, 120.0) == {(): pytest.approx(900.0 + 2 * threshold)}
+    assert evaluate(scaling.query, store, 194.0) == {(): pytest.approx(900.0 + 2 * threshold)}
+    assert evaluate(scaling.query, store, 196.0) == {(): pytest.approx(900.0 + threshold)}
+    assert evaluate(scaling.query, store, 300.0) == {(): pytest.approx(900.0 + threshold)}
+    # Without the timeout the refusing p3 and p5 would count; without the model label, p7 too.
+    assert evaluate('count(up{namespace="models",rtip_dev_model="chat"} == 0)', store, 120.0) == {(): 4.0}
+    assert evaluate('count(up{namespace="models"} == 0 and scrape_duration_seconds >= 9)', store, 120.0) \
+        == {(): 3.0}
 
 
 def test_target_is_in_flight_at_capacity_less_the_headroom() -> None:
@@ -278,8 +284,7 @@ def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> 
 
     def notes(low: int, high: int, zones: int = 3) -> tuple[str, ...]:
         stated = replace(reps, min_replicas=low, max_replicas=high, zones=zones)
-        return autoscaling("chat", "chat", "models", cap, PROF, stated, 1155, 211, 30.0,
-                           LOST_WINDOW_S).notes
+        return autoscaling("chat", "chat", "models", cap, PROF, stated, 1155, 211, 30.0).notes
 
     (note,) = notes(3, 3)
     assert "model chat: max 3" in note and "a max of 4 or more" in note
@@ -287,5 +292,4 @@ def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> 
     assert "a max of 10 or more" in note
     assert notes(3, 4) == () and notes(7, 10) == () and notes(2, 2, zones=1) == ()
     _, _, planned = _scaling(Tier.STANDARD)
-    assert autoscaling("chat", "chat", "models", cap, PROF, planned, 1155, 211, 30.0,
-                       LOST_WINDOW_S).notes == ()
+    assert autoscaling("chat", "chat", "models", cap, PROF, planned, 1155, 211, 30.0).notes == ()

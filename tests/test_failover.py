@@ -37,8 +37,9 @@ COLD = ColdStartSpec(full_s=300.0, warm_s=60.0, node_ready_s=150.0)
 
 def _cfg(failover: Failover, loss_s: float | None = 100.0) -> SimConfig:
     fleet = FleetConfig(zones=("a", "b", "c"), initial_replicas=3, cold_start=COLD, failover=failover)
+    # Prometheus labels each target with the pods' model as the PodMonitor's podTargetLabels do.
     return SimConfig(engine=EngineConfig(step=STEP, kv_blocks=40_000, max_num_seqs=64), fleet=fleet,
-                     targets=Targets(2.0, 0.1),
+                     targets=Targets(2.0, 0.1), target_labels=(("rtip_dev_model", "model"),),
                      zone_failures=() if loss_s is None else (ZoneFailure("a", loss_s),))
 
 
@@ -130,7 +131,7 @@ def test_each_further_lost_node_is_evicted_one_eviction_interval_later():
     times = [t for t, _ in fleet.evictions("a")]
     assert times == [355.0, 365.0]
     (_, first), _ = fleet.evictions("a")
-    assert fleet.evict(first) == 1 and len(fleet.active()) == 3
+    assert fleet.evict(first, 190.0) == 1 and len(fleet.active()) == 3
 
 
 # --- the picker the plan configures ---------------------------------------------------------
@@ -228,8 +229,49 @@ def test_the_lost_pod_term_starts_a_replacement_at_the_first_failed_scrape_not_t
         run.run()
         return [r.created_s for r in run.fleet.replicas[3:]]
 
-    assert created(with_lost_pods(plain, 1000, lost_pods(selector, "default", 105.0), 3)) == [120.0, 190.0]
+    assert created(with_lost_pods(plain, 1000, lost_pods("model", "default"), 3)) == [120.0, 190.0]
     assert created(plain) == [190.0]
+
+
+def _lost_pod_run(failover: Failover, floor: int, max_replicas: int, end_s: float) -> Simulation:
+    """Three replicas, one a zone, one slot a node, held at `floor` by the query's floor term (no
+    load reaches the threshold), zone a lost at 100 s, run to `end_s`."""
+    query = with_lost_pods(in_flight_sum('{namespace="default",model_name="model"}'), 1000,
+                           lost_pods("model", "default"), floor)
+    spec = {"minReplicaCount": 3, "maxReplicaCount": max_replicas, "pollingInterval": 15,
+            "triggers": [{"type": "prometheus", "metadata": {"query": query, "threshold": "1000"}}]}
+    auto = KedaAutoscaler(spec)
+    auto.warm(3)
+    run = Simulation(poisson(1.0, int(end_s), (300, 100), seed=4), replace(_cfg(failover), end_s=end_s),
+                     "least-loaded", auto)
+    run.run()
+    return run
+
+
+def test_a_pod_lost_while_it_loads_its_model_is_replaced_at_the_first_failed_scrape():
+    """Held at four, the fourth replica starts at the first poll in zone a (the zones tie; a
+    comes first) on a new node, loading for a cold start (300 s). Zone a goes at 100 s with it still
+    loading: it never served, yet its scrape times out like the ready pod's, so the poll at 120 s
+    asks for two more, not one. The evictions (the zone's two nodes at 190 and 200 s) start one
+    more each, as the HPA holds six for its scale-down window."""
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0)
+    run = _lost_pod_run(failover, floor=4, max_replicas=8, end_s=400.0)
+    fourth = run.fleet.replicas[3]
+    assert fourth.zone == "a" and fourth.created_s < 100.0 < fourth.ready_s
+    assert [r.created_s for r in run.fleet.replicas[4:]] == [120.0, 120.0, 190.0, 200.0]
+
+
+def test_a_lost_pod_never_evicted_is_counted_while_it_lasts():
+    """A partially disrupted zone: the node lifecycle controller stops evicting (over 55 % of its
+    nodes NotReady in a cluster of 50 nodes or fewer), so the lost pod counts for the ReplicaSet
+    for the whole run. The term keeps counting it: one replacement at 120 s, the Deployment at
+    four to the end, and three replicas serving from when the replacement is ready (a new node: a
+    full cold start, 420 s)."""
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=10_000.0, evict_every_s=10.0)
+    run = _lost_pod_run(failover, floor=3, max_replicas=6, end_s=1200.0)
+    assert [r.created_s for r in run.fleet.replicas[3:]] == [120.0]
+    assert run.fleet.spec_replicas == 4 and run.fleet.replicas[0].state == LOST
+    assert run.fleet.replicas[3].ready_s == 420.0 and run.fleet.count(READY) == 3
 
 
 def test_without_new_nodes_while_a_zone_is_down_a_replica_with_no_free_slot_stays_pending():

@@ -16,37 +16,49 @@ from tests import promtool
 from tests.test_promql_subquery import _labels, _seconds
 
 STEP_S = 15.0
-# Pods of model x in namespace m, scraped every 15 s from 0 s: a serves throughout; b served to
-# 90 s, then its scrapes time out (its series end; `up` 0 after the 10 s timeout); c never served
+# Pods in namespace m, scraped every 15 s from 0 s, their targets labelled with their model as
+# the PodMonitor's podTargetLabels have it. Model x: a serves throughout; b served to 90 s, then
+# its scrapes time out (its series end; `up` 0 after the 10 s timeout), and it is deleted at 195 s
+# (kube-state-metrics' deletion timestamp; its target stays: its node is lost); c never served
 # (loading its model: refused at once); d was scaled in after 30 s (its target gone: every series
-# ends); f served to 90 s, then refused its scrapes at once (stopping on SIGTERM) until its target
-# went after 135 s. Pod e serves model y and is lost after 150 s.
+# ends); f served to 90 s, then refused its scrapes at once (stopping on SIGTERM, deleted at 105
+# s) until its target went after 135 s; g was loading its model (refused) and is lost at 60 s; h
+# is lost after 90 s and never deleted (its zone partially disrupted: evictions stop). Pod e
+# serves model y and is lost after 150 s.
 SERIES = {
-    'up{namespace="m",pod="a"}': "1x30",
-    'up{namespace="m",pod="b"}': "1x6 0x24",
-    'up{namespace="m",pod="c"}': "0x30",
-    'up{namespace="m",pod="d"}': "1x2 stale",
-    'up{namespace="m",pod="e"}': "1x10 0x20",
-    'up{namespace="m",pod="f"}': "1x6 0x3 stale",
-    'scrape_duration_seconds{namespace="m",pod="a"}': "0.05x30",
-    'scrape_duration_seconds{namespace="m",pod="b"}': "0.05x6 10x24",
-    'scrape_duration_seconds{namespace="m",pod="c"}': "0.001x30",
-    'scrape_duration_seconds{namespace="m",pod="d"}': "0.05x2 stale",
-    'scrape_duration_seconds{namespace="m",pod="e"}': "0.05x10 10x20",
-    'scrape_duration_seconds{namespace="m",pod="f"}': "0.05x6 0.002x3 stale",
+    'up{namespace="m",pod="a",rtip_dev_model="x"}': "1x30",
+    'up{namespace="m",pod="b",rtip_dev_model="x"}': "1x6 0x24",
+    'up{namespace="m",pod="c",rtip_dev_model="x"}': "0x30",
+    'up{namespace="m",pod="d",rtip_dev_model="x"}': "1x2 stale",
+    'up{namespace="m",pod="e",rtip_dev_model="y"}': "1x10 0x20",
+    'up{namespace="m",pod="f",rtip_dev_model="x"}': "1x6 0x3 stale",
+    'up{namespace="m",pod="g",rtip_dev_model="x"}': "0x30",
+    'up{namespace="m",pod="h",rtip_dev_model="x"}': "1x6 0x24",
+    'scrape_duration_seconds{namespace="m",pod="a",rtip_dev_model="x"}': "0.05x30",
+    'scrape_duration_seconds{namespace="m",pod="b",rtip_dev_model="x"}': "0.05x6 10x24",
+    'scrape_duration_seconds{namespace="m",pod="c",rtip_dev_model="x"}': "0.001x30",
+    'scrape_duration_seconds{namespace="m",pod="d",rtip_dev_model="x"}': "0.05x2 stale",
+    'scrape_duration_seconds{namespace="m",pod="e",rtip_dev_model="y"}': "0.05x10 10x20",
+    'scrape_duration_seconds{namespace="m",pod="f",rtip_dev_model="x"}': "0.05x6 0.002x3 stale",
+    'scrape_duration_seconds{namespace="m",pod="g",rtip_dev_model="x"}': "0.001x3 10x26",
+    'scrape_duration_seconds{namespace="m",pod="h",rtip_dev_model="x"}': "0.05x6 10x24",
+    'kube_pod_deletion_timestamp{namespace="m",pod="b",uid="ub"}': "_x13 195x17",
+    'kube_pod_deletion_timestamp{namespace="m",pod="f",uid="uf"}': "_x7 105x2 stale",
     'vllm:num_requests_running{model_name="x",namespace="m",pod="a"}': "3x30",
     'vllm:num_requests_running{model_name="x",namespace="m",pod="b"}': "4x6 stale",
     'vllm:num_requests_running{model_name="x",namespace="m",pod="d"}': "5x2 stale",
     'vllm:num_requests_running{model_name="x",namespace="m",pod="f"}': "2x6 stale",
+    'vllm:num_requests_running{model_name="x",namespace="m",pod="h"}': "1x6 stale",
     'vllm:num_requests_running{model_name="y",namespace="m",pod="e"}': "1x10 stale",
 }
-LOST = lost_pods('{namespace="m",model_name="x"}', "m", 105.0)
+LOST = lost_pods("x", "m")
 QUERIES = [
     LOST,
     "up == 0",
     "0 < up",
     'up{pod="a"} > 0.5 or up',
     "(up == 0) unless on(namespace, pod) vllm:num_requests_running",
+    "(up == 0) unless on(namespace, pod) kube_pod_deletion_timestamp",
     'up and ignoring(pod) up{pod="a"}',
     "vllm:num_requests_running >= 4",
     "present_over_time(vllm:num_requests_running[1m])",
@@ -57,8 +69,8 @@ QUERIES = [
     "up + 1 > 1",
     "scrape_duration_seconds > up",
 ]
-# Before b is lost, while it counts, its last good sample (90 s) 105 s old at 195 s (a range
-# leaves its left edge out) and on either side, and late; off and on the scrape grid.
+# Before b is lost, while it counts, its deletion at 195 s and on either side, and late; off and
+# on the scrape grid.
 TIMES = ["1m", "2m", "3m14s", "3m15s", "3m16s", "4m", "6m"]
 
 
@@ -69,6 +81,9 @@ def _store() -> Store:
         key = tuple(sorted(tuple(kv.split("=")) for kv in labels.rstrip("}").replace('"', "").split(",")))
         i = 0
         for part in notation.split():
+            if part.startswith("_"):  # promtool's missing samples: `_xn` is n of them
+                i += int(part.partition("x")[2] or 1)
+                continue
             if part == "stale":  # promtool's staleness marker, at the next step
                 s.series(name)[key].stale_at = i * STEP_S  # type: ignore[index]
                 i += 1
@@ -98,11 +113,11 @@ def test_set_operators_comparisons_and_presence_agree_with_prometheus(tmp_path: 
         assert {_labels(k) for k in got} == set(expected), (query, at, got, expected)
         for key, value in got.items():
             assert value == pytest.approx(expected[_labels(key)]), (query, at)
-    # By hand, the lost-pod term: b alone from its first timed-out scrape while its last good
-    # sample is within 105 s (not at 195 s); neither the loading c, the scaled-in d, the refusing
-    # f, nor y's e.
+    # By hand, the lost-pod term: g from its first timed-out scrape (60 s), though it never
+    # served; b and h from theirs (105 s); b no more once its deletion shows (195 s); h to the end;
+    # never the loading c, the scaled-in d, the refusing f, nor y's e.
     counts = [evaluate(LOST, store, _seconds(t)) for t in TIMES]
-    assert counts == [{(): 0.0}, {(): 1.0}, {(): 1.0}, {(): 0.0}, {(): 0.0}, {(): 0.0}, {(): 0.0}]
+    assert counts == [{(): 1.0}, {(): 3.0}, {(): 3.0}, {(): 2.0}, {(): 2.0}, {(): 2.0}, {(): 2.0}]
 
 
 def test_a_comparison_of_two_numbers_needs_bool_as_in_prometheus() -> None:

@@ -13,7 +13,9 @@ Both read only the record (rtip/offline.py), so they run unchanged for any stack
   sit on assembled NVMe, Prometheus persists, one node-feature-discovery per cluster;
 - alerts (alerts.py): Alertmanager keeps the chart's routes, every webhook URL file is in a
   mounted Secret of an Alertmanager that reads it, and every route matches alerts a rule of its
-  cluster fires.
+  cluster fires;
+- autoscaling (query_series.py): the series each ScaledObject's query selects exist with the
+  labels it selects them by (target labels a PodMonitor writes, kube-state-metrics' pod series).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rtip.deploycheck.capacity import check_capacity
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.images import check_images
 from rtip.deploycheck.kinds import check_kinds
+from rtip.deploycheck.query_series import check_query_series
 from rtip.deploycheck.reach import check_reach
 from rtip.deploycheck.scheduling import check_scheduling
 from rtip.deploycheck.values import check_values
@@ -33,8 +36,8 @@ def run_checks(record: Record) -> list[Finding]:
     """All findings, kinds first, each group in record order."""
     return [*check_kinds(record), *check_values(record), *check_scheduling(record),
             *check_reach(record), *check_images(record), *check_capacity(record),
-            *check_alerts(record)]
+            *check_alerts(record), *check_query_series(record)]
 
 
 __all__ = ["Finding", "Severity", "check_alerts", "check_capacity", "check_images", "check_kinds",
-           "check_reach", "check_scheduling", "check_values", "run_checks"]
+           "check_query_series", "check_reach", "check_scheduling", "check_values", "run_checks"]

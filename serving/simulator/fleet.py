@@ -55,8 +55,8 @@ class Node:
 
 
 class Replica:
-    __slots__ = ("created_s", "engine", "gone_s", "last_load", "node", "ready_s", "rid", "state", "warm",
-                 "zone")
+    __slots__ = ("created_s", "deleted_s", "engine", "gone_s", "last_load", "node", "ready_s", "rid", "state",
+                 "unreachable", "warm", "zone")
 
     def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
                  warm: bool) -> None:
@@ -67,6 +67,10 @@ class Replica:
         self.created_s = created_s
         self.ready_s = ready_s
         self.gone_s: float | None = None  # when it stopped serving: scaled in, or lost with its zone
+        # When its deletion was asked for (scale-in or eviction): its pod then has a deletion
+        # timestamp, and the object stays while it drains, or for good on an unreachable node.
+        self.deleted_s: float | None = None
+        self.unreachable = False  # lost with its zone: its address answers nothing from then on
         self.state = STARTING
         self.warm = warm
         self.last_load = 0  # what a lost replica last reported: the router's view of it
@@ -230,6 +234,7 @@ class Fleet:
             return
         for replica in sorted(active, key=lambda r: self._deletion_rank(r, now))[:surplus]:
             self._unroute(replica)
+            replica.deleted_s = now
             if replica.state == LOST:  # deleted: no longer counted, nothing to drain or free
                 replica.state = GONE
                 replica.node.replicas.discard(replica.rid)
@@ -308,9 +313,11 @@ class Fleet:
             replica.last_load = replica.load
             self.lost.extend(replica.engine.kill())
             replica.gone_s = now  # its GPUs serve nothing from here
+            replica.unreachable = True
             if instant or replica.state == DRAINING:  # a draining pod is already being deleted
                 self._unroute(replica)
                 replica.state = GONE
+                replica.deleted_s = now if replica.deleted_s is None else replica.deleted_s
                 replica.node.replicas.discard(replica.rid)
             else:
                 replica.state = LOST
@@ -334,15 +341,16 @@ class Fleet:
             self.replicas[rid].state == LOST for rid in n.replicas)]
         return [(fo.evict_s + i * fo.evict_every_s, node) for i, node in enumerate(lost)]
 
-    def evict(self, node: Node) -> int:
-        """The lost pods on `node` are deleted: they count for the ReplicaSet no more. Returns
-        how many there were (the caller then lets the ReplicaSet replace them)."""
+    def evict(self, node: Node, now: float) -> int:
+        """The lost pods on `node` are deleted at `now`: they count for the ReplicaSet no more.
+        Returns how many there were (the caller then lets the ReplicaSet replace them)."""
         n = 0
         for rid in list(node.replicas):
             replica = self.replicas[rid]
             if replica.state == LOST:
                 self._unroute(replica)
                 replica.state = GONE
+                replica.deleted_s = now
                 node.replicas.discard(rid)
                 n += 1
         return n

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -23,6 +24,18 @@ LOOKBACK_S = 300.0
 UP = "up"  # what Prometheus writes for each scrape of a target: 1 answered, 0 failed
 SCRAPE_DURATION = "scrape_duration_seconds"  # and how long the scrape took (to its timeout at most)
 TARGET_SERIES = (UP, SCRAPE_DURATION)  # the series Prometheus writes itself for a failed scrape
+# kube-state-metrics' pod family (v2.20.0, internal/store/pod.go): one series per pod that has a
+# deletion timestamp, labelled namespace, pod and uid (kube-prometheus-stack keeps them: its
+# ServiceMonitor honours the exporter's labels), valued the Unix time of the deletion request.
+POD_DELETION = "kube_pod_deletion_timestamp"
+_INVALID_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def pod_target_label(pod_label: str) -> str:
+    """The target label a PodMonitor's `podTargetLabels` entry writes: the pod label's name with
+    every character outside [a-zA-Z0-9_] made '_' (prometheus-operator pkg/prometheus/promcfg.go,
+    `sanitizeLabelName`), valued the pod's label."""
+    return _INVALID_LABEL_CHAR.sub("_", pod_label)
 
 
 @dataclass(slots=True)
@@ -127,5 +140,6 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
     return start + (pairs[b][0] - start) * (rank / count if count else 1.0)
 
 
-__all__ = ["LOOKBACK_S", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series", "Store",
-           "bucket_quantile", "extrapolated_rate"]
+__all__ = ["LOOKBACK_S", "POD_DELETION", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series",
+           "Store",
+           "bucket_quantile", "extrapolated_rate", "pod_target_label"]

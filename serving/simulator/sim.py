@@ -23,7 +23,7 @@ from serving.simulator.config import FULLEST, EngineConfig, FleetConfig, Targets
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
-from serving.simulator.prometheus import SCRAPE_DURATION, TARGET_SERIES, UP
+from serving.simulator.prometheus import POD_DELETION, SCRAPE_DURATION, TARGET_SERIES, UP
 from serving.simulator.promql import Store
 from serving.simulator.results import ReplicaStart, SimResult
 from serving.simulator.router import Router, make_router
@@ -48,6 +48,9 @@ class SimConfig:
     metric_outages: tuple[tuple[float, float], ...] = ()  # [start, end) windows Prometheus cannot answer
     model_name: str = "model"
     namespace: str = "default"
+    # Labels Prometheus adds to each of the model's targets (`up`, `scrape_duration_seconds`):
+    # the PodMonitor's podTargetLabels (stacks/simulation.py reads them off the emitted spec).
+    target_labels: tuple[tuple[str, str], ...] = ()
     end_s: float | None = None  # stop here; None: when every request is served
     log_steps: bool = False
 
@@ -168,25 +171,29 @@ class Simulation:
         interval = self.cfg.scrape_interval_s
         for r in self.fleet.replicas:
             pod = self._pod(r)
-            target = (("namespace", self.cfg.namespace), ("pod", pod))
+            target = (("namespace", self.cfg.namespace), ("pod", pod), *self.cfg.target_labels)
+            if r.unreachable:
+                # Lost with its zone: each scrape fails at its timeout, so the one that began an
+                # interval ago (after the loss) is what Prometheus knows now (the timeout being
+                # shorter than the interval): `up` 0 after the whole timeout, and the pod's series
+                # end with a staleness marker at that scrape. Deleted or not, its pod stays a
+                # target: the object goes only once its kubelet confirms, which never comes here.
+                failed = now - interval
+                if r.gone_s is not None and failed >= r.gone_s:
+                    if r.rid not in self._stale_marked:
+                        # kube-state-metrics' series of the pod are the exporter's, not the pod's.
+                        self.store.mark_stale(failed, "pod", pod, keep=(*TARGET_SERIES, POD_DELETION))
+                        self._stale_marked.add(r.rid)
+                    self.store.add(failed, UP, target, 0.0)
+                    self.store.add(failed, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
+                self._deletion_sample(now, r, pod)
+                continue
             if r.state == GONE:  # deleted: its target goes, and every series of it ends, `up` too
                 if r.rid not in self._gone_marked:
                     self.store.mark_stale(now, "pod", pod)
                     self._gone_marked.add(r.rid)
                 continue
-            if r.state == LOST:
-                # Unreachable: each scrape fails at its timeout, so the one that began an interval
-                # ago (after the loss) is what Prometheus knows now (the timeout being shorter
-                # than the interval): `up` 0 after the whole timeout, and the pod's series end
-                # with a staleness marker at that scrape.
-                failed = now - interval
-                if r.gone_s is not None and failed >= r.gone_s:
-                    if r.rid not in self._stale_marked:
-                        self.store.mark_stale(failed, "pod", pod, keep=TARGET_SERIES)
-                        self._stale_marked.add(r.rid)
-                    self.store.add(failed, UP, target, 0.0)
-                    self.store.add(failed, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
-                continue
+            self._deletion_sample(now, r, pod)
             if not r.scheduled:  # no node, no address: no target
                 continue
             if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused at once
@@ -208,6 +215,13 @@ class Simulation:
 
     def _pod(self, r: Replica) -> str:
         return f"{self.cfg.model_name}-predictor-{r.rid}"
+
+    def _deletion_sample(self, now: float, r: Replica, pod: str) -> None:
+        """kube-state-metrics' series of a pod with a deletion timestamp, as long as the pod
+        exists (read from the API server, which a lost zone leaves answering; the exporter is
+        taken as answering too, and as scraped as often as the model)."""
+        if r.deleted_s is not None:
+            self.store.add(now, POD_DELETION, (("namespace", self.cfg.namespace), ("pod", pod)), r.deleted_s)
 
     def _autoscale(self, now: float) -> None:
         desired = self.autoscaler.decide(now, self)
@@ -283,7 +297,7 @@ class Simulation:
                 elif kind == "route_lost":
                     self.fleet.route_lost(str(obj))
                 elif kind == "evict":
-                    if self.fleet.evict(obj):  # type: ignore[arg-type]
+                    if self.fleet.evict(obj, t):  # type: ignore[arg-type]
                         self.fleet.scale_to(self.fleet.spec_replicas, t)  # the ReplicaSet replaces them
                 elif kind == "node_gc":
                     node: Node = obj  # type: ignore[assignment]

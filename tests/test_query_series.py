@@ -1,0 +1,105 @@
+"""The series each ScaledObject's query selects exist with the labels it selects them by
+(rtip/deploycheck/query_series.py): the model label the lost-pod term finds its pods by is one a
+PodMonitor writes onto its targets, and kube-state-metrics' deletion timestamps reach the
+release's Prometheus with the pods' namespace and name."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from rtip.deploycheck import run_checks
+from rtip.deploycheck.graph import api_kind, cluster_of
+from rtip.deploycheck.query_series import check_query_series, collectors, selectors
+from rtip.offline import Record
+from tests.conftest import record_of
+from tests.test_alert_rules_facts import _first_release, _with_values
+
+
+def _ksm(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    return lambda v: change(v.setdefault("kube-state-metrics", {}))
+
+
+def _first_cluster_findings(record: Record) -> list[str]:
+    cluster = cluster_of(record, _first_release(record))
+    index = {r.urn: r for r in record.resources}
+    return [f.message for f in check_query_series(record) if cluster_of(record, index[f.urn]) == cluster]
+
+
+def _with_pod_monitors(change: Callable[[dict[str, Any]], None]) -> Record:
+    """prod's record with every model PodMonitor's spec changed."""
+    record = record_of("prod")
+    out = []
+    for res in record.resources:
+        kind = api_kind(res)
+        if kind and kind.kind == "PodMonitor" and "rtip.dev/model" in str(res.inputs["spec"].get("selector")):
+            inputs = copy.deepcopy(res.inputs)
+            change(inputs["spec"])
+            res = replace(res, inputs=inputs)
+        out.append(res)
+    return Record(record.stack, out)
+
+
+def _scaled_objects(record: Record) -> int:
+    return sum(1 for r in record.resources if (k := api_kind(r)) and k.kind == "ScaledObject")
+
+
+def test_selectors_read_each_metric_and_its_equality_matchers() -> None:
+    query = ('count((up{namespace="m",rtip_dev_model="x"} == 0) unless on(namespace, pod) '
+             'kube_pod_deletion_timestamp{namespace="m", pod=~"a.*"}) '
+             '+ sum(vllm:num_requests_running{a="1"})')
+    assert list(selectors(query)) == [("up", {"namespace": "m", "rtip_dev_model": "x"}),
+                                      ("kube_pod_deletion_timestamp", {"namespace": "m"}),
+                                      ("vllm:num_requests_running", {"a": "1"})]
+
+
+def test_prod_queries_select_series_that_exist() -> None:
+    record = record_of("prod")
+    assert _scaled_objects(record) >= 4
+    assert check_query_series(record) == []
+    assert not [f for f in run_checks(record) if f.check == "autoscaling"]
+
+
+def test_a_pod_monitor_without_the_model_target_label_leaves_the_lost_pod_term_blind() -> None:
+    """Every model's ScaledObject selects `up{rtip_dev_model=...}` twice (up and its scrape
+    duration): one finding each, on every cluster."""
+    scaled = _scaled_objects(record_of("prod"))
+    for change in (lambda s: s.pop("podTargetLabels"),
+                   lambda s: s.update(podTargetLabels=["app"]),
+                   lambda s: s["selector"]["matchLabels"].update({"rtip.dev/model": "other"})):
+        found = [f.message for f in check_query_series(_with_pod_monitors(change))]
+        assert len(found) == 2 * scaled, found[:2]
+        assert all("rtip_dev_model" in f and "podTargetLabels" in f for f in found)
+
+
+def test_kube_state_metrics_values_that_drop_the_deletion_timestamps_are_reported() -> None:
+    cases: list[tuple[Callable[[dict[str, Any]], None], str]] = [
+        (lambda v: v.setdefault("kubeStateMetrics", {}).update(enabled=False), "kubeStateMetrics.enabled"),
+        (_ksm(lambda k: k.update(metricDenylist=["kube_pod_deletion"])), "metricDenylist"),
+        (_ksm(lambda k: k.update(metricAllowlist=["kube_node_.*"])), "metricAllowlist"),
+        (_ksm(lambda k: k.update(collectorsExclude=["pods"])), "pods collector"),
+        (_ksm(lambda k: k.update(collectors=["nodes", "deployments"])), "pods collector"),
+        (_ksm(lambda k: k.setdefault("prometheus", {}).setdefault("monitor", {}).setdefault(
+            "http", {}).update(honorLabels=False)), "honorLabels"),
+        (_ksm(lambda k: k.setdefault("prometheus", {}).setdefault("monitor", {}).update(enabled=False)),
+         "monitor.enabled"),
+    ]
+    for change, words in cases:
+        record, _ = _with_values(change)
+        found = _first_cluster_findings(record)
+        assert found and all(words in f and "kube_pod_deletion_timestamp" in f for f in found), (words, found)
+    # Allowed by a pattern, or the collectors emptied (kube-state-metrics' own defaults then run).
+    for change in (_ksm(lambda k: k.update(metricAllowlist=["kube_pod_.*", "kube_node_info"])),
+                   _ksm(lambda k: k.update(collectors=[])),
+                   _ksm(lambda k: k.update(collectors=["nodes"], collectorsExtra=["pods"]))):
+        record, _ = _with_values(change)
+        assert _first_cluster_findings(record) == []
+
+
+def test_collectors_follow_the_charts_helper() -> None:
+    # The chart's list less the excluded, plus the extra (by hand from templates/_helpers.tpl).
+    assert collectors({"collectors": ["a", "b"], "collectorsExclude": ["b"], "collectorsExtra": ["c", "a"]}) \
+        == ["a", "c"]
+    assert "pods" in collectors({}) and "pods" not in collectors({"collectorsExclude": ["pods"]})
