@@ -51,12 +51,13 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   PodMonitor's timeout is 10 s) instead of the eviction. It cannot pass max,
   so a fleet at max gains nothing. The HPA holds the raised count for its scale-down window, so
   once the eviction frees the lost pods the ReplicaSet starts as many again, and they go after
-  about 300 s: 0-6.8 % more slice GPU-hours in a run that loses a zone over the cases of
+  about 300 s: -1.0 to +6.8 % slice GPU-hours in a run that loses a zone over the cases of
   benchmarks/lost_pods.py (on EKS the extra replicas only take free slots), the price of
   replacements a minute sooner. A zone
   lost at 600 s of the code trace had cost the VL model 2.21 % of the window's requests (budget
   1.5 %): its replacements came at 901 s, after the trace's sharpest burst (855-865 s, 3.4x its
-  busiest minute's rate); with the term two were ready at 840 s and it lost 0.48 %;
+  busiest minute's rate); with the term two were ready at 840 s and it lost 0.19 % (0.48 %
+  before a replica lost while loading its model counted);
 - AverageValue (the prometheus scaler's default metric type): desired = ceil(sum / target).
 """
 

@@ -223,7 +223,7 @@ def lost_zone_room(floor: int, zones: int) -> int:
     benchmarks/lost_pods.py). The HPA never sets more than maxReplicas, so a fleet whose floor is
     its ceiling (a peak within one replica a zone) replaced nothing until the eviction: the 8B's
     code-trace plan (3 replicas at min = max) lost 2.2 % of a zone-loss window against a 1.1 %
-    budget that way; with the room the planner sizes it 6 to 12 and it loses 0.38 %, 1.49 %
+    budget that way; with the room the planner sizes it 6 to 12 and it loses 0.29 %, 1.49 %
     without the term (benchmarks/results/autoscaling.json, lost_pods.json). At the floor a zone
     holds ceil(floor / zones) pods; a region of one zone has nothing to fail over to.
     """

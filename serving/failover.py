@@ -49,11 +49,11 @@ the zone each 10 s after that), in the surviving zones: the zone spread honours 
 the lost zone, its nodes tainted, stops counting. Sooner where the fleet is below its maximum:
 the autoscaling query (serving/autoscaling.py `lost_pods`) counts a pod of the model whose
 scrape timed out and that is not being deleted as one more replica wanted, from the first poll
-after its first failed scrape until its eviction. Since that term, the eviction's timing changes at most one
-request of a zone-loss window in benchmarks/failover.py's seven cases (and three after it): the
-default 300 s toleration loses the same requests within that, also with the HPA's reads failing
-for the first 55 s (on the code runs the eviction is then the first replacement: 90 s against
-254-270 s) and with max cut so that only the eviction replaces. A replacement started at 90 s is
+after its first failed scrape until its eviction. Since that term, the eviction's timing changes at
+most two requests of a zone-loss window in benchmarks/failover.py's seven cases (and three after
+it), none for the worse: the default 300 s toleration loses the same requests within that, also
+with the HPA's reads failing for the first 55 s and with max cut so that only the eviction
+replaces (then at 90 s against 360 s). A replacement started at 90 s is
 ready only near the window's end, a cold start later, after the requests that fail; the zone
 surplus carries the window meanwhile. The 30 s stay for what the term cannot do: add
 replicas to a fleet at its maximum, or count anything while the metrics path is lost with the
