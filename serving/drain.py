@@ -8,7 +8,8 @@ that drains (`--shutdown-timeout`) came in vLLM 0.18. KServe v0.20 adds no lifec
 Standard-mode predictor. The plan scales in one pod per sync, many times an hour, so without a
 drain each scale-in would cut the longest streams of the pod it removes; the simulator's
 draining replica (serving/simulator/fleet.py) finishes them, as this hook lets vLLM do within the
-grace period (the simulator sets no limit and no settle).
+grace period (the simulator stops a draining replica at `drain_limit_s`, cutting what it still
+runs; it takes the pod out of the router at once, without the settle).
 
 Kubernetes runs a container's preStop hook before it sends SIGTERM, within the grace period. The
 hook here waits `PICKER_SETTLE_S` (the endpoint picker drops a pod once its informer sees the
@@ -75,10 +76,17 @@ def drain_script(port: int, settle_s: float, bound_s: float, poll_s: float = DRA
     ])
 
 
+def drain_limit_s(grace_s: int = TERMINATION_GRACE_S) -> float:
+    """How long after its deletion a predictor finishes generations: the hook ends
+    `HOOK_MARGIN_S` before the grace period does, and the SIGTERM that follows stops vLLM at
+    once, cutting what it still runs (the simulator's `FleetConfig.drain_limit_s`)."""
+    return float(grace_s - HOOK_MARGIN_S)
+
+
 def lifecycle(grace_s: int = TERMINATION_GRACE_S) -> dict[str, Any]:
     """The predictor container's `lifecycle`: the drain as its preStop hook, bounded to end
     `HOOK_MARGIN_S` before the grace period does."""
-    bound = grace_s - PICKER_SETTLE_S - HOOK_MARGIN_S
+    bound = drain_limit_s(grace_s) - PICKER_SETTLE_S
     if bound <= 0:
         raise ValueError(f"a {grace_s} s grace period leaves no time to drain")
     script = drain_script(VLLM_PORT, PICKER_SETTLE_S, bound)
@@ -86,4 +94,4 @@ def lifecycle(grace_s: int = TERMINATION_GRACE_S) -> dict[str, Any]:
 
 
 __all__ = ["CONTAINER_LOG", "GAUGES", "HOOK_MARGIN_S", "METRICS_TIMEOUT_S", "PICKER_SETTLE_S",
-           "TERMINATION_GRACE_S", "drain_script", "lifecycle"]
+           "TERMINATION_GRACE_S", "drain_limit_s", "drain_script", "lifecycle"]

@@ -38,6 +38,7 @@ from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.autoscaling import SCRAPE_TIMEOUT_S
 from serving.deployments import pod_monitor_spec, predictor_deployment
+from serving.drain import drain_limit_s
 from serving.failover import predictor_failover
 from serving.hardware import Cloud
 from serving.karpenter import consolidate_after_s
@@ -200,6 +201,8 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
                         gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
                         initial_nodes=len(zones) * math.ceil(per_zone / slots),
                         node_empty_ttl_s=empty_node_ttl_s(plan, mp),
+                        # The predictor's drain: its preStop hook's bound in its grace period.
+                        drain_limit_s=drain_limit_s(),
                         # The picker as the inferencepool release configures it, and the
                         # predictor's toleration of an unreachable node (its pool's own taints,
                         # the rest of its list, have no say in a zone loss).

@@ -138,3 +138,19 @@ def test_every_predictor_drains_within_its_grace_period() -> None:
             assert model[probe]["terminationGracePeriodSeconds"] <= 10
     with pytest.raises(ValueError, match="no time to drain"):
         drain.lifecycle(grace_s=10)
+
+
+def test_the_simulator_stops_a_draining_replica_when_the_emitted_hook_gives_up() -> None:
+    """The simulated drain limit is the settle plus the bound read off the emitted hook: past it
+    the kubelet's SIGTERM stops vLLM at once, cutting what still runs."""
+    from stacks.simulation import deployment, select
+    from tests.conftest import plan_of
+
+    plan = plan_of("prod")
+    (svc,) = [r for r in record_of("prod").resources if r.inputs.get("kind") == "InferenceService"
+              and r.inputs["metadata"]["name"] == "llama-70b"][:1]
+    script = svc.inputs["spec"]["predictor"]["model"]["lifecycle"]["preStop"]["exec"]["command"][2]
+    settle = float(script.split("time.sleep(")[1].split(")")[0])
+    bound = float(script.split("time.monotonic() + ")[1].split("\n")[0])
+    (mp,) = select(plan, "llama-70b")[:1]
+    assert deployment(plan, mp).fleet.drain_limit_s == pytest.approx(settle + bound)

@@ -114,6 +114,25 @@ def test_scaled_in_replicas_drain_before_they_go():
     assert fleet.replicas[1].state == "gone" and len(fleet.routable) == 1
 
 
+def test_a_draining_replica_is_stopped_at_its_drain_limit():
+    """With a 2 s limit, the replica scaled in at 0.01 s is stopped at 2.01 s: its generation of
+    3,000 tokens (at least 0.02 s a step, 60 s) is cut and counted; the fleet sets the limit's event
+    itself, and a replica already gone by then is left alone."""
+    events: list[tuple[float, str, object]] = []
+    fleet = Fleet(FleetConfig(zones=("a", "b"), initial_replicas=3, drain_limit_s=2.0),
+                  EngineConfig(step=STEP, kv_blocks=1000), lambda t, kind, obj: events.append((t, kind, obj)))
+    fleet.replicas[0].ready_s, fleet.replicas[1].ready_s = -100_000.0, -1000.0
+    busy = fleet.replicas[2]
+    long = SimRequest(0, 0.0, 50, 3000)
+    busy.engine.submit(long, 0.0)
+    fleet.scale_to(2, 0.01)
+    assert busy.state == "draining" and (2.01, "drain_limit", busy) in events
+    fleet.stop_draining(busy, 2.01)
+    assert busy.state == "gone" and fleet.drain_cut == 1 and fleet.lost == [long]
+    fleet.stop_draining(busy, 3.0)
+    assert fleet.drain_cut == 1
+
+
 def _ready_fleet(zones: tuple[str, ...], replicas: int, slots: int) -> Fleet:
     cold = ColdStartSpec(full_s=700.0, warm_s=200.0, node_ready_s=400.0)
     return Fleet(FleetConfig(zones=zones, initial_replicas=replicas, slots_per_node=slots, cold_start=cold,

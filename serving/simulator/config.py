@@ -198,6 +198,9 @@ class FleetConfig:
     initial_nodes: int | None = None  # None: just enough for the initial replicas
     node_empty_ttl_s: float = 300.0  # Karpenter consolidates an empty GPU node after 300 s (FACTS 9)
     drain: bool = True  # a replica scaled in finishes its in-flight requests before it goes
+    # How long after its deletion a draining replica is stopped, cutting what it still runs (the
+    # preStop hook's bound, after which the kubelet's SIGTERM stops vLLM at once); None: never.
+    drain_limit_s: float | None = None
     failover: Failover = field(default_factory=Failover)  # how long a lost zone's replicas linger
 
     def __post_init__(self) -> None:

@@ -14,7 +14,7 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   log2 buckets, ties in pseudo-random order (the controller breaks them by pod UID). So scale-in
   empties a node only when every node is down to one replica, and Karpenter's `WhenEmpty` frees a
   node late. A ready replica being removed stops getting requests and, with `drain`, finishes what
-  it holds before it goes.
+  it holds before it goes, or within `drain_limit_s`, when what it still runs is cut (`drain_cut`).
 - A node without replicas for `node_empty_ttl_s` is removed (Karpenter consolidation).
 - A zone failure removes the zone's nodes at once, and the requests on its replicas are lost.
   Its replicas linger as Kubernetes and the gateway let them (`FleetConfig.failover`): the
@@ -117,6 +117,7 @@ class Fleet:
         self.spec_replicas = cfg.initial_replicas
         self.lost: list[SimRequest] = []  # requests lost with a replica, drained by the caller
         self.unscheduled = 0  # replicas that found no node (Failover.new_nodes_while_down)
+        self.drain_cut = 0  # requests a draining replica still ran when its drain limit came
         per_zone: dict[str, int] = {z: 0 for z in cfg.zones}
         nodes = cfg.initial_nodes if cfg.initial_nodes is not None else \
             -(-cfg.initial_replicas // cfg.slots_per_node)
@@ -242,6 +243,8 @@ class Fleet:
                 self._release(replica, now)
             elif self.cfg.drain:
                 replica.state = DRAINING
+                if self.cfg.drain_limit_s is not None:
+                    self.schedule(now + self.cfg.drain_limit_s, "drain_limit", replica)
             else:
                 self.lost.extend(replica.engine.kill())
                 self._release(replica, now)
@@ -264,6 +267,15 @@ class Fleet:
             return (0, 0 if unbound else 1, 0 if unbound else -colocated,
                     _log2_age(now - replica.created_s), _pseudo_uid(replica.rid))
         return (1, -colocated, _log2_age(now - replica.ready_s), _pseudo_uid(replica.rid))
+
+    def stop_draining(self, replica: Replica, now: float) -> None:
+        """The drain limit: a replica still draining is stopped, and what it runs is lost."""
+        if replica.state != DRAINING:
+            return
+        cut = replica.engine.kill()
+        self.drain_cut += len(cut)
+        self.lost.extend(cut)
+        self._release(replica, now)
 
     def maybe_release(self, replica: Replica, now: float) -> None:
         if replica.state == DRAINING and replica.engine.idle and not replica.engine.busy:

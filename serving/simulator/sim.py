@@ -32,8 +32,8 @@ from serving.simulator.traces import Trace
 # What a scrape takes in the simulated Prometheus: an answered one, and one refused at once.
 ANSWERED_S = 0.05
 REFUSED_S = 0.001
-_PRIO = {"step": 0, "ready": 1, "zone": 2, "route_lost": 2, "evict": 2, "node_gc": 3, "arrival": 4,
-         "scrape": 5, "autoscale": 6, "sample": 7}
+_PRIO = {"step": 0, "ready": 1, "zone": 2, "route_lost": 2, "evict": 2, "drain_limit": 2, "node_gc": 3,
+         "arrival": 4, "scrape": 5, "autoscale": 6, "sample": 7}
 
 
 @dataclass(frozen=True)
@@ -299,6 +299,9 @@ class Simulation:
                 elif kind == "evict":
                     if self.fleet.evict(obj, t):  # type: ignore[arg-type]
                         self.fleet.scale_to(self.fleet.spec_replicas, t)  # the ReplicaSet replaces them
+                elif kind == "drain_limit":
+                    self.fleet.stop_draining(obj, t)  # type: ignore[arg-type]
+                    self._flush_lost(t)
                 elif kind == "node_gc":
                     node: Node = obj  # type: ignore[assignment]
                     self.fleet.node_gc(node, t)
@@ -358,6 +361,7 @@ class Simulation:
                    # Replicas that waited for a node no autoscaler launches
                    # (Failover.new_nodes_while_down), whether or not a scale-in removed them later.
                    "unscheduled": fleet.unscheduled,
+                   "drain_cut": fleet.drain_cut,
                    "packed_node_gpu_hours":
                        fleet.packed_node_seconds(end) * self.cfg.fleet.gpus_per_node / 3600},
         )
