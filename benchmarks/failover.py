@@ -12,8 +12,8 @@ emitted and with each of these undone:
 - `no-filter`: the inferencepool chart's default profile, no filter: the picker keeps choosing a
   lost pod until the API marks it NotReady (56 s), and each request sent there fails;
 - `filter-2s`: the filter at twice the poll timeout;
-- `toleration-300s`: the default toleration (eviction at 360 s), with the query's lost-pod window
-  as long (what a stack without the toleration would emit);
+- `toleration-300s`: the default toleration (eviction at 360 s), what a stack without the
+  toleration would emit;
 - `instant`: the lost pods gone and replaced at once (the simulator's first, idealised model);
 - `blind-55s` and `blind-55s-toleration-300s`: the emitted failover and the default toleration
   with every HPA read failing for 55 s after the loss (a Prometheus, KEDA operator or metrics
@@ -22,7 +22,7 @@ emitted and with each of these undone:
 - `at-max` and `at-max-toleration-300s`: both with the ScaledObject's max cut, for the whole run,
   to the replicas the emitted run held as the zone went, so the term can add nothing and only the
   eviction replaces the lost pods (the run before the loss can differ where the fleet held more
-  earlier: the 8B's code run, 7.02 against 7.76 GPU-hours).
+  earlier: the 8B's code run, 7.02 against 7.64 GPU-hours).
 
 Every variant is judged over the plan's zone-loss window (its eviction plus a cold start): a
 variant's own window would be longer with a later eviction, and the good requests after the

@@ -1,8 +1,9 @@
 """What the autoscaling query's lost-pod term buys, what it costs, and what it leans on.
 
-The plan's query counts a pod whose scrapes fail after it served as one more replica wanted
-(serving/autoscaling.py `lost_pods`): a pod on a lost node counts for its ReplicaSet until its
-eviction (90 s after the loss), so without the term nothing replaces it sooner. For each case (a
+The plan's query counts a pod of the model whose scrapes time out and that is not being deleted
+as one more replica wanted (serving/autoscaling.py `lost_pods`): a pod on a lost node counts for
+its ReplicaSet until its eviction (90 s after the loss), so without the term nothing replaces it
+sooner. For each case (a
 trace, a model of the prod plan as benchmarks/autoscaling.py builds it, and the moment the fullest
 zone is lost: the busiest minute, or a moment the sweep failed at) this runs the checklist's
 zone-loss item:

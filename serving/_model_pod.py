@@ -177,7 +177,7 @@ def env() -> list[dict[str, str]]:
 # within max: serving/capacity.py lost_zone_room). Where it could not (the 8B's old code plan at
 # min = max = 3; serving/failover.py), a zone lost at the code trace's busiest minute cost 1.63 %
 # of the window's requests with the default, 2.10 % with 60 s, 0.46 % with 30 s, 0.26 % with 0 s
-# (budget 1.10 %). With the term's room, the eviction's timing changes at most one request of a
+# (budget 1.10 %). With the term's room, the eviction's timing changes at most two requests of a
 # window in benchmarks/failover.py's seven cases; 30 s stays for what the term cannot do (add
 # replicas to a fleet at max, or count while the metrics path is lost with the zone). 30 s: a
 # node silent for 90 s is taken for

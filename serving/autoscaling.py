@@ -81,6 +81,10 @@ SCRAPE_TIMEOUT_S = 10  # the PodMonitor's scrapeTimeout
 # A failed scrape that took this long timed out (Prometheus records its duration, up to the
 # timeout, in scrape_duration_seconds); a refused one fails in milliseconds.
 LOST_SCRAPE_S = 0.9 * SCRAPE_TIMEOUT_S
+# How long a pod's deletion timestamp keeps it out of the lost-pod term after kube-state-metrics
+# last exported it: longer than the exporter is away when it restarts or is rescheduled (its own
+# unreachable toleration is 30 s: serving/_model_pod.py).
+DELETION_MEMORY = "10m"
 COOLDOWN_S = 300  # KEDA default; only applies to scaling to zero, which min >= zones rules out
 FALLBACK_FAILURES = 3  # failed metric reads before KEDA holds the fallback replica count
 FALLBACK_BEHAVIOR = "currentReplicas"  # what the fallback holds: the replicas running (see below)
@@ -194,13 +198,15 @@ def lost_pods(model: str, namespace: str) -> str:
     it is still a target; counted, it would make the HPA add a replica after every scale-in. A
     deleted pod on a lost node stays a target (Prometheus's pod discovery keeps every pod with an
     address until the object goes, which waits for its kubelet), but the ReplicaSet has replaced
-    it; its deletion timestamp keeps it out."""
+    it; its deletion timestamp keeps it out, read over DELETION_MEMORY: one failed scrape of
+    kube-state-metrics marks its series stale, and an instant read would then count every such
+    pod again for as long as the exporter is gone."""
     target = f'{{namespace="{namespace}",{pod_target_label(MODEL_LABEL)}="{model}"}}'
     # `up` and the scrape's duration are the same target's (all labels match); kube-state-metrics'
-    # series carry the pod's namespace and name.
+    # series carry the pod's namespace and name (pod names carry a random suffix: never reused).
     return (f"count(count by (namespace, pod) ((({UP}{target} == 0) and "
             f"({SCRAPE_DURATION}{target} >= {LOST_SCRAPE_S:g})) unless on(namespace, pod) "
-            f'{POD_DELETION}{{namespace="{namespace}"}})) or vector(0)')
+            f'max_over_time({POD_DELETION}{{namespace="{namespace}"}}[{DELETION_MEMORY}]))) or vector(0)')
 
 
 def with_lost_pods(query: str, threshold: float, lost: str, floor: int) -> str:
@@ -337,6 +343,7 @@ def autoscaling(
     )
 
 
-__all__ = ["FALLBACK_BEHAVIOR", "LOST_SCRAPE_S", "POLLING_INTERVAL_S", "RUNNING", "SCRAPE_TIMEOUT_S",
-           "SUCCESS", "WAITING", "Autoscaling", "autoscaling", "behavior", "completion_rate", "in_flight_at",
-           "in_flight_sum", "in_flight_target", "lost_pods", "with_lost_pods", "zone_query"]
+__all__ = ["DELETION_MEMORY", "FALLBACK_BEHAVIOR", "LOST_SCRAPE_S", "POLLING_INTERVAL_S", "RUNNING",
+           "SCRAPE_TIMEOUT_S", "SUCCESS", "WAITING", "Autoscaling", "autoscaling", "behavior",
+           "completion_rate", "in_flight_at", "in_flight_sum", "in_flight_target", "lost_pods",
+           "with_lost_pods", "zone_query"]

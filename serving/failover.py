@@ -27,7 +27,7 @@ began (the checklist's zone-loss item; benchmarks/failover.py, results/failover.
 cost every model 2.6-4.3x its error budget: the 70B 5.17 % of the window's requests against
 1.5 %, the 8B 4.20 % against 1.1 %, the VL model 6.40 % against 1.5 %, the 3B 5.16 % against
 2.0 % (0.37, 0.13, 0.13 and 0.13 % with the lost pods gone and replaced at once, as the
-simulator first had it), and on the code trace 8.4-9.9 %. So the picker's profile here filters
+simulator first had it), and on the code trace 7.5-9.3 %. So the picker's profile here filters
 first with the picker's own `utilization-detector` plugin, which also implements `Filter`
 (`saturationdetector/utilization/detector.go`): an endpoint whose metrics are older than
 `metricsStalenessThreshold` is dropped, failing open when every one is.
@@ -50,12 +50,11 @@ the lost zone, its nodes tainted, stops counting. Sooner where the fleet is belo
 the autoscaling query (serving/autoscaling.py `lost_pods`) counts a pod of the model whose
 scrape timed out and that is not being deleted as one more replica wanted, from the first poll
 after its first failed scrape until its eviction. Since that term, the eviction's timing changes at
-most two requests of a zone-loss window in benchmarks/failover.py's seven cases (and three after
-it), none for the worse: the default 300 s toleration loses the same requests within that, also
-with the HPA's reads failing for the first 55 s and with max cut so that only the eviction
-replaces (then at 90 s against 360 s). A replacement started at 90 s is
-ready only near the window's end, a cold start later, after the requests that fail; the zone
-surplus carries the window meanwhile. The 30 s stay for what the term cannot do: add
+most two requests of a zone-loss window in benchmarks/failover.py's seven cases, none for the
+worse (and three after it, either way), also with the HPA's reads failing for the first 55 s
+and with max cut so that only the eviction replaces (then at 90 s against 360 s). A replacement
+started at 90 s is ready only near the window's end, a cold start later, after the requests
+that fail; the zone surplus carries the window meanwhile. The 30 s stay for what the term cannot do: add
 replicas to a fleet at its maximum, or count anything while the metrics path is lost with the
 zone; their cost is the eviction of every pod on a node unreachable for 90 s that comes back.
 
@@ -66,9 +65,20 @@ modelled, each optimistic: the node eviction queue is per zone, shared with ever
 there (other models' pools, the system pool), so a model's first node may wait its turn; for
 the first 55 s, before the lost zone's nodes are tainted, the zone spread still counts its pods
 and lets each surviving zone take one more replica only (the simulator places freely in the
-zones up); a picker replica, or an Envoy proxy, in the lost zone (Envoy's gRPC stream to the
-picker has no keepalive, so a lost leader can stall a model's requests for minutes; the proxies
-leave the load balancer only when its health checks fail).
+zones up); an Envoy proxy in the lost zone (the proxies leave the load balancer only when its
+health checks fail); and the model's picker leader in the lost zone, the worst of them. Only the
+leader is Ready (epplib v1.5.0, `--ha-enable-leader-election` with two replicas), and the standby
+takes the lease and is a Ready endpoint 17-22 s after the loss (controller-runtime's 15 s lease),
+so even a clean handover fails the model's requests for about 20 s, more than a zone-loss budget
+of 1.1-2 % over a 797-842 s window holds. And it is not clean: the AI Gateway (v1.1.0
+`inferencepool.go`) reaches the picker over one STRICT_DNS cluster on its ClusterIP Service, HTTP/2
+without keepalive, and its ext_proc filter runs in full-duplex mode, where the 300 s message
+timeout is never armed. kube-proxy keeps established TCP flows on the dead pod (it flushes
+conntrack for UDP only), so every request Envoy writes on those connections hangs until the
+kernel gives up, about 15 minutes, and fails (fail-open is hard-coded off, ai-gateway#2502). No
+Envoy Gateway policy reaches that cluster (it is added after EnvoyPatchPolicy runs); a
+bootstrap-wide TCP_USER_TIMEOUT in the EnvoyProxy could, but whether Envoy skips it on the AI
+Gateway's Unix-socket clusters was not verifiable here, and a wrong guess fails every request.
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ def test_a_pod_whose_scrapes_time_out_adds_one_replica_until_it_is_deleted() -> 
     when its node went after the 90 s scrape (timeouts, never served); p7, another model's, times
     out too. One zone, so the query is the in-flight sum plus the lost term: at 120 s, 900 in
     flight (the stale numbers no longer count) plus a threshold each for p2 and p6; once p2's
-    deletion shows, p6 alone."""
+    deletion shows, p6 alone, also while kube-state-metrics is away (restarting: no sample from
+    240 s, its series stale there)."""
     scaling, _, _ = _scaling(Tier.STANDARD, zones=1)
     store = Store()
     ns = "models"
@@ -117,12 +118,14 @@ def test_a_pod_whose_scrapes_time_out_adds_one_replica_until_it_is_deleted() -> 
                 store.add(float(t), RUNNING, labels, 700.0 if pod == "p1" else 300.0)
                 store.add(float(t), WAITING, labels, 200.0 if pod == "p1" else 100.0)
             deleted = {"p2": 190.0, "p5": 100.0}.get(pod)
-            if deleted is not None and t >= deleted:
+            if deleted is not None and deleted <= t < 240:
                 store.add(float(t), "kube_pod_deletion_timestamp", (("namespace", ns), ("pod", pod)), deleted)
     for pod in ("p2", "p5"):
         store.mark_stale(105.0, "pod", pod,
                          keep=("up", "scrape_duration_seconds", "kube_pod_deletion_timestamp"))
     store.mark_stale(60.0, "pod", "p4")
+    for series in store.series("kube_pod_deletion_timestamp").values():
+        series.stale_at = 240.0
     threshold = scaling.threshold
     assert 900.0 > scaling.min_replicas * threshold  # above the floor's worth
     assert evaluate(scaling.query, store, 90.0) == {(): pytest.approx(900.0 + 800.0)}  # all answer
@@ -130,6 +133,10 @@ def test_a_pod_whose_scrapes_time_out_adds_one_replica_until_it_is_deleted() -> 
     assert evaluate(scaling.query, store, 194.0) == {(): pytest.approx(900.0 + 2 * threshold)}
     assert evaluate(scaling.query, store, 196.0) == {(): pytest.approx(900.0 + threshold)}
     assert evaluate(scaling.query, store, 300.0) == {(): pytest.approx(900.0 + threshold)}
+    # Read at the instant instead, the exporter's gap would count p2 again.
+    instant = ('count((up{namespace="models",rtip_dev_model="chat"} == 0 and '
+               'scrape_duration_seconds >= 9) unless on(namespace, pod) kube_pod_deletion_timestamp)')
+    assert evaluate(instant, store, 300.0) == {(): 2.0}
     # Without the timeout the refusing p3 and p5 would count; without the model label, p7 too.
     assert evaluate('count(up{namespace="models",rtip_dev_model="chat"} == 0)', store, 120.0) == {(): 4.0}
     assert evaluate('count(up{namespace="models"} == 0 and scrape_duration_seconds >= 9)', store, 120.0) \

@@ -35,8 +35,10 @@ STEP = StepTime(0.02, 0.0001, 0.015, 0.0004)
 COLD = ColdStartSpec(full_s=300.0, warm_s=60.0, node_ready_s=150.0)
 
 
-def _cfg(failover: Failover, loss_s: float | None = 100.0) -> SimConfig:
-    fleet = FleetConfig(zones=("a", "b", "c"), initial_replicas=3, cold_start=COLD, failover=failover)
+def _cfg(failover: Failover, loss_s: float | None = 100.0, slots: int = 1,
+         cold: ColdStartSpec = COLD) -> SimConfig:
+    fleet = FleetConfig(zones=("a", "b", "c"), initial_replicas=3, cold_start=cold, failover=failover,
+                        slots_per_node=slots, initial_nodes=3)
     # Prometheus labels each target with the pods' model as the PodMonitor's podTargetLabels do.
     return SimConfig(engine=EngineConfig(step=STEP, kv_blocks=40_000, max_num_seqs=64), fleet=fleet,
                      targets=Targets(2.0, 0.1), target_labels=(("rtip_dev_model", "model"),),
@@ -233,32 +235,56 @@ def test_the_lost_pod_term_starts_a_replacement_at_the_first_failed_scrape_not_t
     assert created(plain) == [190.0]
 
 
-def _lost_pod_run(failover: Failover, floor: int, max_replicas: int, end_s: float) -> Simulation:
-    """Three replicas, one a zone, one slot a node, held at `floor` by the query's floor term (no
-    load reaches the threshold), zone a lost at 100 s, run to `end_s`."""
+def _lost_pod_run(failover: Failover, floor: int, max_replicas: int, end_s: float, slots: int = 1,
+                  cold: ColdStartSpec = COLD) -> Simulation:
+    """Three replicas, one a zone, `slots` a node (one node a zone), held at `floor` by the query's
+    floor term (no load reaches the threshold), zone a lost at 100 s, run to `end_s`."""
     query = with_lost_pods(in_flight_sum('{namespace="default",model_name="model"}'), 1000,
                            lost_pods("model", "default"), floor)
     spec = {"minReplicaCount": 3, "maxReplicaCount": max_replicas, "pollingInterval": 15,
             "triggers": [{"type": "prometheus", "metadata": {"query": query, "threshold": "1000"}}]}
     auto = KedaAutoscaler(spec)
     auto.warm(3)
-    run = Simulation(poisson(1.0, int(end_s), (300, 100), seed=4), replace(_cfg(failover), end_s=end_s),
-                     "least-loaded", auto)
+    run = Simulation(poisson(1.0, int(end_s), (300, 100), seed=4),
+                     replace(_cfg(failover, slots=slots, cold=cold), end_s=end_s), "least-loaded", auto)
     run.run()
     return run
 
 
 def test_a_pod_lost_while_it_loads_its_model_is_replaced_at_the_first_failed_scrape():
     """Held at four, the fourth replica starts at the first poll in zone a (the zones tie; a
-    comes first) on a new node, loading for a cold start (300 s). Zone a goes at 100 s with it still
-    loading: it never served, yet its scrape times out like the ready pod's, so the poll at 120 s
-    asks for two more, not one. The evictions (the zone's two nodes at 190 and 200 s) start one
-    more each, as the HPA holds six for its scale-down window."""
+    comes first) on the free slot of a's node, loading its model for 200 s. Zone a goes at 100 s
+    with it still loading: it never served, yet its scrape times out like the ready pod's, so the
+    poll at 120 s asks for two more, not one. The eviction of a's node at 190 s starts two more,
+    as the HPA holds six for its scale-down window; once the deletions show, the term counts
+    nothing, and when the window has passed the Deployment is back at four."""
     failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0)
-    run = _lost_pod_run(failover, floor=4, max_replicas=8, end_s=400.0)
+    cold = ColdStartSpec(full_s=300.0, warm_s=200.0, node_ready_s=150.0)
+    run = _lost_pod_run(failover, floor=4, max_replicas=8, end_s=900.0, slots=2, cold=cold)
     fourth = run.fleet.replicas[3]
     assert fourth.zone == "a" and fourth.created_s < 100.0 < fourth.ready_s
-    assert [r.created_s for r in run.fleet.replicas[4:]] == [120.0, 120.0, 190.0, 200.0]
+    assert [r.created_s for r in run.fleet.replicas[4:]] == [120.0, 120.0, 190.0, 190.0]
+    assert run.fleet.spec_replicas == 4
+
+
+def test_a_pod_whose_node_had_not_joined_is_no_target_and_is_not_counted():
+    """The same, one slot a node: the fourth replica waits for a new node in zone a (ready 150 s
+    after the poll that asked for it), which the loss at 100 s takes first. Pending, it never had
+    an address, so no scrape of it fails: the poll at 120 s asks for one more (the ready pod's)."""
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0)
+    run = _lost_pod_run(failover, floor=4, max_replicas=8, end_s=300.0)
+    fourth = run.fleet.replicas[3]
+    assert fourth.zone == "a" and fourth.created_s < 100.0 < fourth.node.ready_s
+    assert [r.created_s for r in run.fleet.replicas[4:] if r.created_s < 190.0] == [120.0]
+
+
+def test_a_pod_lost_and_deleted_at_once_is_never_counted():
+    """An instant failover (the lost pod deleted with the zone, replaced at once): its target
+    stays, its scrapes time out, but its deletion keeps the term at nothing, so the Deployment
+    holds its floor of three to the end."""
+    run = _lost_pod_run(Failover(), floor=3, max_replicas=6, end_s=900.0)
+    assert [r.created_s for r in run.fleet.replicas[3:]] == [100.0]
+    assert run.fleet.spec_replicas == 3
 
 
 def test_a_lost_pod_never_evicted_is_counted_while_it_lasts():

@@ -19,7 +19,8 @@ STEP_S = 15.0
 # Pods in namespace m, scraped every 15 s from 0 s, their targets labelled with their model as
 # the PodMonitor's podTargetLabels have it. Model x: a serves throughout; b served to 90 s, then
 # its scrapes time out (its series end; `up` 0 after the 10 s timeout), and it is deleted at 195 s
-# (kube-state-metrics' deletion timestamp; its target stays: its node is lost); c never served
+# (kube-state-metrics' deletion timestamp, away from 270 s to 390 s while the exporter restarts;
+# its target stays: its node is lost); c never served
 # (loading its model: refused at once); d was scaled in after 30 s (its target gone: every series
 # ends); f served to 90 s, then refused its scrapes at once (stopping on SIGTERM, deleted at 105
 # s) until its target went after 135 s; g was loading its model (refused) and is lost at 60 s; h
@@ -42,7 +43,7 @@ SERIES = {
     'scrape_duration_seconds{namespace="m",pod="f",rtip_dev_model="x"}': "0.05x6 0.002x3 stale",
     'scrape_duration_seconds{namespace="m",pod="g",rtip_dev_model="x"}': "0.001x3 10x26",
     'scrape_duration_seconds{namespace="m",pod="h",rtip_dev_model="x"}': "0.05x6 10x24",
-    'kube_pod_deletion_timestamp{namespace="m",pod="b",uid="ub"}': "_x13 195x17",
+    'kube_pod_deletion_timestamp{namespace="m",pod="b",uid="ub"}': "_x13 195x4 stale _x7 195x4",
     'kube_pod_deletion_timestamp{namespace="m",pod="f",uid="uf"}': "_x7 105x2 stale",
     'vllm:num_requests_running{model_name="x",namespace="m",pod="a"}': "3x30",
     'vllm:num_requests_running{model_name="x",namespace="m",pod="b"}': "4x6 stale",
@@ -114,7 +115,8 @@ def test_set_operators_comparisons_and_presence_agree_with_prometheus(tmp_path: 
         for key, value in got.items():
             assert value == pytest.approx(expected[_labels(key)]), (query, at)
     # By hand, the lost-pod term: g from its first timed-out scrape (60 s), though it never
-    # served; b and h from theirs (105 s); b no more once its deletion shows (195 s); h to the end;
+    # served; b and h from theirs (105 s); b no more once its deletion shows (195 s), also while
+    # the exporter is away (6 min: an instant read of the deletion would count b again); h to the end;
     # never the loading c, the scaled-in d, the refusing f, nor y's e.
     counts = [evaluate(LOST, store, _seconds(t)) for t in TIMES]
     assert counts == [{(): 1.0}, {(): 3.0}, {(): 3.0}, {(): 2.0}, {(): 2.0}, {(): 2.0}, {(): 2.0}]

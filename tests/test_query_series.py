@@ -90,12 +90,50 @@ def test_kube_state_metrics_values_that_drop_the_deletion_timestamps_are_reporte
         record, _ = _with_values(change)
         found = _first_cluster_findings(record)
         assert found and all(words in f and "kube_pod_deletion_timestamp" in f for f in found), (words, found)
-    # Allowed by a pattern, or the collectors emptied (kube-state-metrics' own defaults then run).
+    # Allowed by a pattern, the collectors emptied (kube-state-metrics' own defaults then run) or
+    # given as the chart's comma-separated string, the models' namespace watched, the ServiceMonitor
+    # carrying the label a Prometheus selector asks for.
     for change in (_ksm(lambda k: k.update(metricAllowlist=["kube_pod_.*", "kube_node_info"])),
                    _ksm(lambda k: k.update(collectors=[])),
-                   _ksm(lambda k: k.update(collectors=["nodes"], collectorsExtra=["pods"]))):
+                   _ksm(lambda k: k.update(collectors="nodes,pods")),
+                   _ksm(lambda k: k.update(collectors=["nodes"], collectorsExtra=["pods"])),
+                   _ksm(lambda k: k.update(namespaces="kube-system,rtip-models")),
+                   _selector_and_monitor_labels({"team": "x"})):
         record, _ = _with_values(change)
         assert _first_cluster_findings(record) == []
+
+
+def _selector_and_monitor_labels(labels: dict[str, str]) -> Callable[[dict[str, Any]], None]:
+    def change(values: dict[str, Any]) -> None:
+        spec = values.setdefault("prometheus", {}).setdefault("prometheusSpec", {})
+        spec["serviceMonitorSelector"] = {"matchLabels": {"team": "x"}}
+        values.setdefault("kube-state-metrics", {}).setdefault("prometheus", {}).setdefault(
+            "monitor", {})["additionalLabels"] = labels
+    return change
+
+
+def test_kube_state_metrics_that_does_not_watch_start_or_load_is_reported() -> None:
+    """Namespaces it does not watch (read by hand from chart 8.4.0's deployment template: the
+    `namespaces` list, plus its own with `releaseNamespace`, less `namespacesDenylist`), both metric
+    lists set (kube-state-metrics v2.20.0 refuses to start), and a ServiceMonitor the release's
+    Prometheus does not select; a pattern this check cannot read is a warning, not an error."""
+    cases: list[tuple[Callable[[dict[str, Any]], None], str]] = [
+        (_ksm(lambda k: k.update(namespaces=["kube-system"])), "watches only namespaces"),
+        (_ksm(lambda k: k.update(releaseNamespace=True)), "watches only namespaces"),
+        (_ksm(lambda k: k.update(namespacesDenylist="rtip-models")), "namespacesDenylist"),
+        (_ksm(lambda k: k.update(metricAllowlist=["kube_pod_.*"], metricDenylist=["kube_node_.*"])),
+         "refuses to start"),
+        (_selector_and_monitor_labels({}), "ServiceMonitor is not loaded"),
+    ]
+    for change, words in cases:
+        record, _ = _with_values(change)
+        found = _first_cluster_findings(record)
+        assert found and any(words in f for f in found), (words, found)
+    record, _ = _with_values(_ksm(lambda k: k.update(metricDenylist=["(?<x>kube_node)"])))
+    cluster = cluster_of(record, _first_release(record))
+    index = {r.urn: r for r in record.resources}
+    mine = [f for f in check_query_series(record) if cluster_of(record, index[f.urn]) == cluster]
+    assert mine and all(f.severity == "warning" and "not a pattern" in f.message for f in mine)
 
 
 def test_collectors_follow_the_charts_helper() -> None:

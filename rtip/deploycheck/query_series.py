@@ -8,14 +8,17 @@ a label the scrape never writes silences a term without a word.
   (prometheus-operator `sanitizeLabelName`: every character outside [a-zA-Z0-9_] becomes '_'),
   is the one matched, and its selector requires that pod label at the matched value;
 - `kube_pod_*` series (the lost-pod term's deletion timestamps) come from kube-state-metrics as
-  the cluster's kube-prometheus-stack release runs it: enabled, its ServiceMonitor on and
-  honouring the exporter's `namespace` and `pod` (else the scrape's own labels, kube-state-
-  metrics' namespace and pod, win, and `on(namespace, pod)` matches nothing), the `pods` collector
-  active, and the series neither outside `metricAllowlist` nor in `metricDenylist` (kube-state-
-  metrics v2.20.0 `pkg/allowdenylist`: unanchored regexes; chart 8.4.0 `collectors`,
-  `collectorsExclude`, `collectorsExtra`, and `prometheus.monitor.http.honorLabels`, which
-  kube-prometheus-stack 88.5.3 sets true). The subchart's own default `collectors` (chart 8.4.0,
-  the version kube-prometheus-stack 88.5.3 pins) include `pods`.
+  the cluster's kube-prometheus-stack release runs it: enabled; its ServiceMonitor on, loaded by
+  the release's Prometheus (its labels as chart 8.4.0's template writes them, `releaseLabel`
+  included, against the selectors monitor_select.py reads) and honouring the exporter's
+  `namespace` and `pod` (else the scrape's own labels, kube-state-metrics' namespace and pod, win,
+  and `on(namespace, pod)` matches nothing); the `pods` collector active; the query's namespace
+  watched (`namespaces`, `releaseNamespace`, `namespacesDenylist`); and the series neither outside
+  `metricAllowlist` nor in `metricDenylist`, never both set (kube-state-metrics v2.20.0
+  `pkg/allowdenylist`: unanchored ECMAScript regexes, mutually exclusive lists; a pattern Python
+  cannot read is a warning). Chart 8.4.0 is the version kube-prometheus-stack 88.5.3 pins; its
+  `prometheus.monitor.http.honorLabels` is set true there, and its own default `collectors`
+  include `pods`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from rtip import chartfacts
 from rtip.chartfacts.conditions import truthy
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import HELM_RELEASE, api_kind, cluster_of, object_name, string_map
-from rtip.deploycheck.monitor_select import CHART
+from rtip.deploycheck.monitor_select import CHART, Loader
 from rtip.offline import Record, Resource
 from serving.simulator.prometheus import SCRAPE_DURATION, UP, pod_target_label
 
@@ -85,43 +88,95 @@ KSM_DEFAULT_COLLECTORS = (
 )
 
 
+Problem = tuple[Severity, str]
+
+
 def collectors(ksm: Mapping[str, Any]) -> list[str]:
     """The collectors kube-state-metrics runs under the chart's values: `collectors` less
     `collectorsExclude` plus `collectorsExtra` (templates/_helpers.tpl); an empty list passes no
     --resources, and kube-state-metrics then runs its own defaults (which include pods)."""
     listed = ksm.get("collectors")
-    base = list(KSM_DEFAULT_COLLECTORS) if listed is None else [str(c) for c in listed]
-    exclude = {str(c) for c in ksm.get("collectorsExclude") or []}
+    base = list(KSM_DEFAULT_COLLECTORS) if listed is None else _names(listed)
+    exclude = set(_names(ksm.get("collectorsExclude")))
     active = [c for c in base if c not in exclude]
-    active += [str(c) for c in ksm.get("collectorsExtra") or [] if str(c) not in active]
+    active += [c for c in _names(ksm.get("collectorsExtra")) if c not in active]
     return active or list(KSM_DEFAULT_COLLECTORS)
 
 
-def ksm_problems(values: Mapping[str, Any], metric: str) -> list[str]:
-    """What keeps kube-state-metrics' `metric` (a pod family) from the release's Prometheus with
-    its own namespace and pod labels; `values` the release's, coalesced over the chart's."""
+def _names(value: Any) -> list[str]:
+    """A chart value given as a list or as a comma-separated string (the chart joins and splits)."""
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value or []]
+    return [v.strip() for v in items if v.strip()]
+
+
+def _matches(patterns: list[str], metric: str, key: str) -> tuple[bool, list[Problem]]:
+    """Whether any of `patterns` finds `metric` (kube-state-metrics' unanchored regexes), and a
+    warning for each pattern Python's `re` cannot read (kube-state-metrics reads ECMAScript)."""
+    found, unread = False, []
+    for pattern in patterns:
+        try:
+            found = found or re.search(pattern, metric) is not None
+        except re.error as err:
+            unread.append((Severity.WARNING, f"{KSM}.{key} entry {pattern!r} is not a pattern this check "
+                                             f"can read ({err}); whether it matches {metric} is not checked"))
+    return found, unread
+
+
+def ksm_problems(loader: Loader, metric: str, namespace: str) -> list[Problem]:
+    """What keeps kube-state-metrics' `metric` (a pod family) of pods in `namespace` from the
+    release's Prometheus with the pods' own namespace and pod labels (`loader.values`: the
+    release's values, coalesced over the chart's)."""
+    values = loader.values
     if not truthy((values.get("kubeStateMetrics") or {}).get("enabled")):
-        return ["kubeStateMetrics.enabled is off: no kube-state-metrics"]
+        return [(Severity.ERROR, "kubeStateMetrics.enabled is off: no kube-state-metrics")]
     ksm = values.get(KSM) or {}
     monitor = (ksm.get("prometheus") or {}).get("monitor") or {}
-    out = []
+    out: list[Problem] = []
     if not truthy(monitor.get("enabled")):
-        out.append(f"{KSM}.prometheus.monitor.enabled is off: nothing scrapes kube-state-metrics")
+        out.append((Severity.ERROR, f"{KSM}.prometheus.monitor.enabled is off: nothing scrapes it"))
+    else:
+        # The ServiceMonitor's labels (chart 8.4.0 templates/servicemonitor.yaml and the
+        # `kube-state-metrics.labels` helper), which the Prometheus's selector must match.
+        name = str(ksm.get("nameOverride") or KSM)
+        labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": loader.name,
+                  "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/component": "metrics",
+                  "app.kubernetes.io/part-of": name, **string_map(ksm.get("customLabels")),
+                  **({"release": loader.name} if truthy(ksm.get("releaseLabel")) else {}),
+                  **string_map(monitor.get("additionalLabels"))}
+        where = str(ksm.get("namespaceOverride") or loader.namespace)
+        why = loader.why_not("ServiceMonitor", labels, where)
+        if why:
+            out.append((Severity.ERROR, f"its ServiceMonitor is not loaded: {why}"))
     if not (truthy((monitor.get("http") or {}).get("honorLabels")) or truthy(monitor.get("honorLabels"))):
-        out.append(f"{KSM}.prometheus.monitor.http.honorLabels is off: the scrape's namespace and pod "
-                   f"(kube-state-metrics' own) replace the pods' on {metric}")
+        out.append((Severity.ERROR, f"{KSM}.prometheus.monitor.http.honorLabels is off: the scrape's "
+                                    f"namespace and pod (kube-state-metrics' own) replace the pods' "
+                                    f"on {metric}"))
     if "pods" not in collectors(ksm):
-        out.append(f"the pods collector is off ({KSM}.collectors / collectorsExclude), so no {metric}")
-    allow = [str(r) for r in ksm.get("metricAllowlist") or []]
-    if allow and not any(re.search(r, metric) for r in allow):
-        out.append(f"{KSM}.metricAllowlist {allow} leaves out {metric}")
-    deny = [str(r) for r in ksm.get("metricDenylist") or []]
-    if any(re.search(r, metric) for r in deny):
-        out.append(f"{KSM}.metricDenylist {deny} drops {metric}")
+        out.append((Severity.ERROR, f"the pods collector is off ({KSM}.collectors / collectorsExclude), "
+                                    f"so no {metric}"))
+    watched = _names(ksm.get("namespaces"))
+    if truthy(ksm.get("releaseNamespace")):
+        watched.append(str(ksm.get("namespaceOverride") or loader.namespace))
+    if watched and namespace not in watched:
+        out.append((Severity.ERROR, f"{KSM} watches only namespaces {watched}, not {namespace}"))
+    if namespace in _names(ksm.get("namespacesDenylist")):
+        out.append((Severity.ERROR, f"{KSM}.namespacesDenylist leaves out {namespace}"))
+    allow, deny = _names(ksm.get("metricAllowlist")), _names(ksm.get("metricDenylist"))
+    if allow and deny:
+        out.append((Severity.ERROR, f"{KSM}.metricAllowlist and metricDenylist are both set: "
+                                    f"kube-state-metrics refuses to start (v2.20.0 pkg/allowdenylist)"))
+    allowed, unread = _matches(allow, metric, "metricAllowlist")
+    out += unread
+    if allow and not allowed and not unread:
+        out.append((Severity.ERROR, f"{KSM}.metricAllowlist {allow} leaves out {metric}"))
+    denied, unread = _matches(deny, metric, "metricDenylist")
+    out += unread
+    if denied:
+        out.append((Severity.ERROR, f"{KSM}.metricDenylist {deny} drops {metric}"))
     return out
 
 
-def _stack_values(record: Record, cluster: Resource | None) -> list[tuple[Resource, dict[str, Any]]]:
+def _loaders(record: Record, cluster: Resource | None) -> list[tuple[Resource, Loader]]:
     out = []
     for release in record.by_type(HELM_RELEASE):
         chart, version = str(release.inputs.get("chart", "")), str(release.inputs.get("version", ""))
@@ -129,14 +184,15 @@ def _stack_values(record: Record, cluster: Resource | None) -> list[tuple[Resour
             continue
         facts = chartfacts.for_release(chart, version)
         if facts is not None:  # else the values check says the chart is not vendored
-            out.append((release, facts.values(release.inputs.get("values") or {})))
+            merged = facts.values(release.inputs.get("values") or {})
+            out.append((release, Loader.of(record, release, merged)))
     return out
 
 
-def query_problems(record: Record, scaled: Resource) -> list[str]:
+def query_problems(record: Record, scaled: Resource) -> list[Problem]:
     """What the ScaledObject's Prometheus queries select that its cluster would not have."""
     cluster = cluster_of(record, scaled)
-    out: list[str] = []
+    out: list[Problem] = []
     for trigger in (scaled.inputs.get("spec") or {}).get("triggers") or []:
         if trigger.get("type") != "prometheus":
             continue
@@ -149,15 +205,16 @@ def query_problems(record: Record, scaled: Resource) -> list[str]:
                         continue
                     why = target_label_problem(record, cluster, namespace, label, value)
                     if why:
-                        out.append(f"its query selects {metric}{{{label}=\"{value}\"}}, but {why}")
-            elif metric.startswith("kube_pod_"):
-                stacks = _stack_values(record, cluster)
-                if not stacks:
-                    out.append(f"its query selects {metric}, but no {CHART} release on its cluster "
-                               f"runs kube-state-metrics")
-                for release, values in stacks:
-                    out += [f"its query selects {metric}, but release {release.name}: {m}"
-                            for m in ksm_problems(values, metric)]
+                        selected = f'{metric}{{{label}="{value}"}}'
+                        out.append((Severity.ERROR, f"its query selects {selected}, but {why}"))
+            elif metric.startswith("kube_pod_") and namespace is not None:
+                loaders = _loaders(record, cluster)
+                if not loaders:
+                    out.append((Severity.ERROR, f"its query selects {metric}, but no {CHART} release on its "
+                                                f"cluster runs kube-state-metrics"))
+                for release, loader in loaders:
+                    out += [(sev, f"its query selects {metric}, but release {release.name}: {m}")
+                            for sev, m in ksm_problems(loader, metric, namespace)]
     return sorted(set(out))
 
 
@@ -168,9 +225,9 @@ def check_query_series(record: Record) -> list[Finding]:
         if kind is None or kind.group != "keda.sh" or kind.kind != "ScaledObject":
             continue
         namespace = (res.inputs.get("metadata") or {}).get("namespace") or "default"
-        for message in query_problems(record, res):
+        for severity, message in query_problems(record, res):
             findings.append(Finding(CHECK, res.urn, f"ScaledObject {namespace}/{object_name(res)}: {message}",
-                                    Severity.ERROR))
+                                    severity))
     return findings
 
 

@@ -179,7 +179,10 @@ class Simulation:
                 # end with a staleness marker at that scrape. Deleted or not, its pod stays a
                 # target: the object goes only once its kubelet confirms, which never comes here.
                 failed = now - interval
-                if r.gone_s is not None and failed >= r.gone_s:
+                # A pod whose node had not joined by the loss was Pending: no address, no target.
+                lost_s = r.gone_s if r.gone_s is not None else now
+                addressed = r.scheduled and r.node.ready_s <= lost_s
+                if addressed and failed >= lost_s:
                     if r.rid not in self._stale_marked:
                         # kube-state-metrics' series of the pod are the exporter's, not the pod's.
                         self.store.mark_stale(failed, "pod", pod, keep=(*TARGET_SERIES, POD_DELETION))
@@ -194,7 +197,7 @@ class Simulation:
                     self._gone_marked.add(r.rid)
                 continue
             self._deletion_sample(now, r, pod)
-            if not r.scheduled:  # no node, no address: no target
+            if not r.scheduled or r.node.ready_s > now:  # no node yet, no address: no target
                 continue
             if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused at once
                 self.store.add(now, UP, target, 0.0)
