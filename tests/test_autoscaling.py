@@ -143,6 +143,23 @@ def test_a_pod_whose_scrapes_time_out_adds_one_replica_until_it_is_deleted() -> 
         == {(): 3.0}
 
 
+def test_a_model_whose_every_scrape_times_out_reads_empty_not_all_lost() -> None:
+    """If no scrape of the model answers (a network policy dropping Prometheus's packets, an
+    overloaded Prometheus), every pod times out, but the model's vLLM series are gone too: the
+    in-flight and rate terms are empty, so the whole query is (an empty vector plus a number is
+    empty), and KEDA holds the running replicas on its fallback instead of adding one a pod."""
+    for zones in (1, 3):
+        scaling, _, _ = _scaling(Tier.STANDARD, zones=zones)
+        store = Store()
+        for t in range(0, 121, 15):
+            for pod in ("p1", "p2", "p3"):
+                target = (("namespace", "models"), ("pod", pod), ("rtip_dev_model", "chat"))
+                store.add(float(t), "up", target, 0.0)
+                store.add(float(t), "scrape_duration_seconds", target, 10.0)
+        assert evaluate(scaling.query, store, 120.0) == {}
+        assert evaluate(scaling.lost, store, 120.0) == {(): 3.0}  # the term alone would count all three
+
+
 def test_target_is_in_flight_at_capacity_less_the_headroom() -> None:
     _, cap, _ = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
