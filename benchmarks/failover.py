@@ -24,6 +24,11 @@ emitted and with each of these undone:
   eviction replaces the lost pods (the run before the loss can differ where the fleet held more
   earlier: the 8B's code run, 7.02 against 7.64 GPU-hours).
 
+- `picker-handover` and `picker-stuck`: the model's endpoint-picker leader lost with the zone
+  (serving/failover.py): every request fails until the standby is a Ready endpoint (21.4 s), the
+  best case, or until the gateway's connections to the dead leader die (924.6 s), as they do
+  with the pinned AI Gateway.
+
 Every variant is judged over the plan's zone-loss window (its eviction plus a cold start): a
 variant's own window would be longer with a later eviction, and the good requests after the
 recovery would dilute its share.
@@ -52,7 +57,9 @@ import lost_pods  # noqa: E402
 from serving._model_pod import UNREACHABLE_TAINT  # noqa: E402
 from serving._model_pod import tolerations as pod_tolerations  # noqa: E402
 from serving.failover import (  # noqa: E402
+    PICKER_HANDOVER_S,
     PLUGINS_FILE,
+    STUCK_CONNECTION_S,
     failover,
     picker_config,
     picker_values,
@@ -68,7 +75,8 @@ CASES: tuple[tuple[str, str, float | None], ...] = (
     ("code", "llama-8b", 600.0),
 )
 VARIANTS = ("as-emitted", "no-filter", "filter-2s", "toleration-300s", "instant", "blind-55s",
-            "blind-55s-toleration-300s", "at-max", "at-max-toleration-300s")
+            "blind-55s-toleration-300s", "at-max", "at-max-toleration-300s", "picker-handover",
+            "picker-stuck")
 BLIND_S = 55.0
 
 
@@ -98,6 +106,9 @@ def variant(name: str, emitted: Failover) -> Failover:
         made = failover(picker_values(), [t for t in tolerations if t.get("key") != UNREACHABLE_TAINT])
     elif name == "instant":
         made = Failover()
+    elif name in ("picker-handover", "picker-stuck"):
+        stall = PICKER_HANDOVER_S if name == "picker-handover" else STUCK_CONNECTION_S
+        made = replace(failover(picker_values(), tolerations), picker_stall_s=stall)
     else:
         raise ValueError(name)
     return replace(made, new_nodes_while_down=emitted.new_nodes_while_down,

@@ -375,14 +375,20 @@ def test_failover_variants_undo_one_setting_each() -> None:
     plus a 5 s monitor period; without the staleness filter the picker drops a lost pod 1 s after
     that (56 s); with it, after its threshold (1 s as emitted, 2 s); the node is tainted a period
     after NotReady (60 s) and its pods evicted a toleration later (30 s as emitted: 90 s; the
-    admission plugin's 300 s: 360 s). Every variant keeps the plan's node launches."""
+    admission plugin's 300 s: 360 s). The picker-leader variants stall every request for the
+    standby's handover (a 15 s lease, a 2 s retry at 1.2 jitter, about 1 s to start and sync, a
+    2 s probe, about 1 s for the endpoints: 21.4 s) or until Linux gives up on the dead
+    connection (924.6 s, ip-sysctl.rst's figure for tcp_retries2 = 15). Every variant keeps the
+    plan's node launches."""
     bench = _load("failover")
     emitted = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0,
                        new_nodes_while_down=False)
     got = {name: bench.variant(name, emitted) for name in bench.VARIANTS}
-    assert {n: (f.route_s, f.evict_s) for n, f in got.items()} == {
-        "as-emitted": (1.0, 90.0), "no-filter": (56.0, 90.0), "filter-2s": (2.0, 90.0),
-        "toleration-300s": (1.0, 360.0), "instant": (0.0, 0.0),
-        "blind-55s": (1.0, 90.0), "blind-55s-toleration-300s": (1.0, 360.0),
-        "at-max": (1.0, 90.0), "at-max-toleration-300s": (1.0, 360.0)}
+    assert {n: (f.route_s, f.evict_s, f.picker_stall_s) for n, f in got.items()} == {
+        "as-emitted": (1.0, 90.0, 0.0), "no-filter": (56.0, 90.0, 0.0), "filter-2s": (2.0, 90.0, 0.0),
+        "toleration-300s": (1.0, 360.0, 0.0), "instant": (0.0, 0.0, 0.0),
+        "blind-55s": (1.0, 90.0, 0.0), "blind-55s-toleration-300s": (1.0, 360.0, 0.0),
+        "at-max": (1.0, 90.0, 0.0), "at-max-toleration-300s": (1.0, 360.0, 0.0),
+        "picker-handover": (1.0, 90.0, pytest.approx(21.4)),
+        "picker-stuck": (1.0, 90.0, 924.6)}
     assert all(f.new_nodes_while_down is False for f in got.values())

@@ -99,6 +99,20 @@ def _fleet(failover: Failover) -> Fleet:
                  EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
 
 
+def test_a_picker_stall_fails_every_request_arriving_within_it():
+    """The model's picker leader lost with zone a at 100 s: every request arriving in the 30 s
+    after fails, whichever replica would have served it; from 130 s on none does (the survivors
+    hold the load: three replicas' worth of capacity for 3 req/s)."""
+    trace = poisson(3.0, 300, (300, 100), seed=4)
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0, picker_stall_s=30.0)
+    result = simulate(trace, _cfg(failover))
+    stalled = (result.arrival_s >= 100.0) & (result.arrival_s < 130.0)
+    assert stalled.sum() > 50 and not result.ok[stalled].any()
+    assert result.ok[result.arrival_s >= 130.0].all()
+    with pytest.raises(ValueError, match="non-negative"):
+        Failover(picker_stall_s=-1.0)
+
+
 def test_a_scale_in_deletes_a_lost_pod_first_once_the_api_marks_it_not_ready():
     failover = Failover(route_s=2.0, not_ready_s=55.0, evict_s=355.0, evict_every_s=10.0)
     fleet = _fleet(failover)

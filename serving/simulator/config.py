@@ -167,7 +167,10 @@ class Failover:
       one it stays Pending (counted by the ReplicaSet, never ready) for the rest of the run;
     - `zones_out_of_pools`: zones the node autoscaler's pools no longer name (an outage the stack
       lists, AwsRegion.zones_down): no new node starts there, and a lost zone among them pins no
-      new node elsewhere, so launches go on in the zones up.
+      new node elsewhere, so launches go on in the zones up;
+    - `picker_stall_s`: every request arriving within this after the loss fails, as when the
+      model's endpoint-picker leader was in the lost zone and the gateway's stream to it never
+      answers (serving/failover.py); 0, the default, has the leader elsewhere.
     """
 
     route_s: float = 0.0
@@ -176,9 +179,10 @@ class Failover:
     evict_every_s: float = 0.0
     new_nodes_while_down: bool = True
     zones_out_of_pools: tuple[str, ...] = ()
+    picker_stall_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if min(self.route_s, self.not_ready_s, self.evict_s, self.evict_every_s) < 0:
+        if min(self.route_s, self.not_ready_s, self.evict_s, self.evict_every_s, self.picker_stall_s) < 0:
             raise ValueError(f"Failover expects non-negative seconds, got {self}")
 
     @property

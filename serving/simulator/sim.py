@@ -85,6 +85,7 @@ class Simulation:
         self._outstanding = 0
         self._scale_events: list[tuple[float, int, int]] = []
         self._zones_lost: list[tuple[float, str]] = []
+        self._stalled_until = -math.inf  # Failover.picker_stall_s after a zone loss
         self._last_busy: dict[int, tuple[float, float]] = {}  # rid -> (time, busy_s) at last scrape
         self._util_mark: dict[int, tuple[float, float]] = {}  # the same, at the last autoscaler read
         self._stale_marked: set[int] = set()  # lost pods whose series a failed scrape ended
@@ -154,7 +155,7 @@ class Simulation:
         self.requests.append(req)
         self._outstanding += 1
         routable = self.fleet.routable
-        if prompt >= limit or not routable:
+        if prompt >= limit or not routable or now < self._stalled_until:
             self._fail([req], now)
             return
         replica: Replica = self.router.choose(req, routable)  # type: ignore[assignment]
@@ -289,6 +290,7 @@ class Simulation:
                     zone = self.fleet.fullest_zone() if obj == FULLEST else str(obj)
                     if zone not in self.fleet.down_zones:  # a zone already lost has nothing more to lose
                         self._zones_lost.append((t, zone))
+                        self._stalled_until = max(self._stalled_until, t + cfg.fleet.failover.picker_stall_s)
                         self.fleet.fail_zone(zone, t)
                         self._flush_lost(t)
                         failover = cfg.fleet.failover
