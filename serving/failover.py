@@ -70,8 +70,8 @@ health checks fail); and the model's picker leader in the lost zone, the worst o
 leader is Ready (epplib v1.5.0, `--ha-enable-leader-election` with two replicas), and the standby
 takes the lease and is a Ready endpoint 17-22 s after the loss (controller-runtime's 15 s lease),
 so even a clean handover fails the model's requests for about 21 s: 3.5-12.3 % of the zone-loss
-window in benchmarks/failover.py's seven cases, against budgets of 1.1-2 %. And it is not clean: the AI Gateway (v1.1.0
-`inferencepool.go`) reaches the picker over one STRICT_DNS cluster on its ClusterIP Service, HTTP/2
+window in benchmarks/failover.py's seven cases, against budgets of 1.1-2 %. And it is not
+clean: the AI Gateway (v1.1.0 `inferencepool.go`) reaches the picker over one STRICT_DNS cluster on its ClusterIP Service, HTTP/2
 without keepalive, and its ext_proc filter runs in full-duplex mode, where the 300 s message
 timeout is never armed. kube-proxy keeps established TCP flows on the dead pod (it flushes
 conntrack for UDP only), so every request Envoy writes on those connections hangs until the
