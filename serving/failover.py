@@ -66,19 +66,21 @@ there (other models' pools, the system pool), so a model's first node may wait i
 the first 55 s, before the lost zone's nodes are tainted, the zone spread still counts its pods
 and lets each surviving zone take one more replica only (the simulator places freely in the
 zones up); an Envoy proxy in the lost zone (the proxies leave the load balancer only when its
-health checks fail); and the model's picker leader in the lost zone, the worst of them. Only the
-leader is Ready (epplib v1.5.0, `--ha-enable-leader-election` with two replicas), and the standby
-takes the lease and is a Ready endpoint 17-22 s after the loss (controller-runtime's 15 s lease),
-so even a clean handover fails the model's requests for about 21 s: 3.5-12.3 % of the zone-loss
-window in benchmarks/failover.py's seven cases, against budgets of 1.1-2 %. And it is not
-clean: the AI Gateway (v1.1.0 `inferencepool.go`) reaches the picker over one STRICT_DNS cluster on its ClusterIP Service, HTTP/2
-without keepalive, and its ext_proc filter runs in full-duplex mode, where the 300 s message
-timeout is never armed. kube-proxy keeps established TCP flows on the dead pod (it flushes
-conntrack for UDP only), so every request Envoy writes on those connections hangs until the
-kernel gives up, about 15 minutes, and fails (fail-open is hard-coded off, ai-gateway#2502). No
-Envoy Gateway policy reaches that cluster (it is added after EnvoyPatchPolicy runs); a
-bootstrap-wide TCP_USER_TIMEOUT in the EnvoyProxy could, but whether Envoy skips it on the AI
-Gateway's Unix-socket clusters was not verifiable here, and a wrong guess fails every request.
+health checks fail); and the model's picker leader in the lost zone, the worst of them (outside
+the plan's runs; `Failover.picker_stall_s` measures it in benchmarks/failover.py). Only the
+leader is Ready (epplib v1.5.0, `--ha-enable-leader-election` with two replicas), and the
+standby takes the lease and is a Ready endpoint 17-22 s after the loss (controller-runtime's 15
+s lease), so even a clean handover fails the model's requests for about 21 s: 3.5-12.3 % of the
+zone-loss window in benchmarks/failover.py's seven cases, against budgets of 1.1-2 %. And it is
+not clean: the AI Gateway (v1.1.0 `inferencepool.go`) reaches the picker over one STRICT_DNS
+cluster on its ClusterIP Service, HTTP/2 without keepalive, and its ext_proc filter runs in
+full-duplex mode, where the 300 s message timeout is never armed. kube-proxy keeps established
+TCP flows on the dead pod (it flushes conntrack for UDP only), so every request Envoy writes on
+those connections hangs until the kernel gives up, about 15 minutes, and fails (fail-open is
+hard-coded off, ai-gateway#2502). No Envoy Gateway policy reaches that cluster (it is added
+after EnvoyPatchPolicy runs); a bootstrap-wide TCP_USER_TIMEOUT in the EnvoyProxy could, but
+whether Envoy skips it on the AI Gateway's Unix-socket clusters was not verifiable here, and a
+wrong guess fails every request.
 """
 
 from __future__ import annotations
