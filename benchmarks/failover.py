@@ -38,10 +38,7 @@ Writes benchmarks/results/failover.json.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -133,24 +130,14 @@ def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
             "replicas_bounds": [dep.plan.min_replicas, dep.plan.max_replicas], "runs": runs}
 
 
+def _describe(row: dict[str, Any]) -> str:
+    runs = "; ".join(f"{k} {v['bad_share']:.2%} {v['status']}" for k, v in row["runs"].items())
+    return f" (budget {row['runs']['as-emitted']['error_budget']:.2%}): {runs}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stack", default="prod")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
-    started = time.perf_counter()
-    rows = []
-    for tname, plan, base, model, at in lost_pods.each_case(args.stack, CASES):
-        row = {"trace": tname, **case(plan, base, model, at)}
-        rows.append(row)
-        runs = "; ".join(f"{k} {v['bad_share']:.2%} {v['status']}" for k, v in row["runs"].items())
-        print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s (budget "
-              f"{row['runs']['as-emitted']['error_budget']:.2%}): {runs}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
-                                    "variants": list(VARIANTS), "rows": rows}, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    return 0
+    return lost_pods.run_cases(argv, __doc__.splitlines()[0], OUT, CASES, case, _describe,
+                               {"variants": list(VARIANTS)})
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -151,32 +151,42 @@ def each_case(stack: str, cases: Iterable[tuple[str, str, float | None]],
                 yield tname, plan, base, model, at
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_cases(argv: list[str] | None, description: str, out: Path,
+              cases: Iterable[tuple[str, str, float | None]],
+              case_fn: Callable[[Any, Any, str, float | None], dict[str, Any]],
+              describe: Callable[[dict[str, Any]], str], extra: dict[str, Any] | None = None) -> int:
+    """The command line of a benchmark over zone-loss cases (this one's and benchmarks/failover.py):
+    each case's row from `case_fn`, a line of `describe` for it, all rows (and `extra`) to `--out`."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--stack", default="prod")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=out)
     args = ap.parse_args(argv)
     started = time.perf_counter()
     rows = []
-    for tname, plan, base, model, at in each_case(args.stack, CASES):
-        row = {"trace": tname, **case(plan, base, model, at)}
+    for tname, plan, base, model, at in each_case(args.stack, cases):
+        row = {"trace": tname, **case_fn(plan, base, model, at)}
         rows.append(row)
-        w, wo = row["with_term"], row["without_term"]
-        blind = ", ".join(f"blind {k}: {v['bad_share']:.2%} {v['status']}"
-                          for k, v in row["blind"].items())
-        nodes = "; ".join(f"new nodes {k}: {v['bad_share']:.2%} {v['status']}, after the window "
-                          f"{v['after_window']['bad_share']}"
-                          for k, v in row["new_nodes_while_down"].items())
-        print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s: with the term {w['bad_share']:.2%} "
-              f"{w['status']} (first replacement +{w['first_replacement_after_s']} s, "
-              f"{w['gpu_hours']:.2f} GPU-h), without {wo['bad_share']:.2%} {wo['status']} "
-              f"(+{wo['first_replacement_after_s']} s, {wo['gpu_hours']:.2f} GPU-h); {blind}; {nodes}",
-              flush=True)
+        print(f"{tname:4} {model:10} lost at {row['at_s']:>6.0f} s{describe(row)}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
-                                    "rows": rows}, indent=2) + "\n")
+                                    **(extra or {}), "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
+
+
+def _describe(row: dict[str, Any]) -> str:
+    w, wo = row["with_term"], row["without_term"]
+    blind = ", ".join(f"blind {k}: {v['bad_share']:.2%} {v['status']}" for k, v in row["blind"].items())
+    nodes = "; ".join(f"new nodes {k}: {v['bad_share']:.2%} {v['status']}, after the window "
+                      f"{v['after_window']['bad_share']}" for k, v in row["new_nodes_while_down"].items())
+    return (f": with the term {w['bad_share']:.2%} {w['status']} (first replacement "
+            f"+{w['first_replacement_after_s']} s, {w['gpu_hours']:.2f} GPU-h), without "
+            f"{wo['bad_share']:.2%} {wo['status']} (+{wo['first_replacement_after_s']} s, "
+            f"{wo['gpu_hours']:.2f} GPU-h); {blind}; {nodes}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cases(argv, __doc__.splitlines()[0], OUT, CASES, case, _describe)
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ def prometheus_values(env: Posture, cloud: Cloud, webhooks: list[str] | None = N
         # only source of the HPA conditions `RtipAutoscalerBlind` reads: lost with a zone, its
         # Deployment replaces it only once it is evicted, 300 s into the taint by default, 30 s
         # here (a node silent for 90 s), so the page is blind from about 1.5 minutes (the zone's
-        # nodes are tainted one each 10 s; then it schedules and starts), not 6.
+        # nodes are tainted one each 10 s; then it schedules and starts), not 6. (Chart 8.4.0, which
+        # this chart pins, renders `tolerations` into the pod and `replicas` into its Deployment.)
         "kube-state-metrics": {"resources": _CONTROLLER, "tolerations": [unreachable_toleration()]},
         "prometheus-node-exporter": {"resources": _SMALL},
     }

@@ -180,9 +180,9 @@ def env() -> list[dict[str, str]]:
 # (budget 1.10 %). With the term's room, the eviction's timing changes at most two requests of a
 # window in benchmarks/failover.py's seven cases; 30 s stays for what the term cannot do (add
 # replicas to a fleet at max, or count while the metrics path is lost with the zone). 30 s: a
-# node silent for 90 s is taken for
-# gone, a shorter blip keeps its pods. Only `unreachable`: a node that reports NotReady (a
-# kubelet restart, an upgrade) keeps the default, as a replica's cold start costs minutes.
+# node silent for 90 s is taken for gone, a shorter blip keeps its pods. Only `unreachable`: a
+# node that reports NotReady (a kubelet restart, an upgrade) keeps the default, as a replica's
+# cold start costs minutes.
 UNREACHABLE_TOLERATION_S = 30
 
 

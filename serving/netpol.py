@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Any
 
-from serving._model_pod import VLLM_PORT
+from serving._model_pod import MODEL_LABEL, VLLM_PORT
 from serving.hardware import Cloud
 from serving.nodeprep import NODE_PREP_NAME
 
@@ -63,7 +63,6 @@ GATEWAY_NAMESPACE = SYSTEM
 # trigger's serverAddress).
 PROMETHEUS_PORT = 9090
 DENY_ALL = "rtip-default-deny"
-MODEL_POD = "rtip.dev/model"  # serving/deployments.py MODEL_LABEL, on every predictor pod
 ANYWHERE = "0.0.0.0/0"
 
 
@@ -160,7 +159,7 @@ PROMETHEUS = everyone(MONITORING)
 # The Prometheus Operator labels Alertmanager's pods so (v0.93.0 pkg/alertmanager/operator.go
 # makeSelectorLabels, applicationNameLabelValue).
 ALERTMANAGER = Pods(MONITORING, (("app.kubernetes.io/name", "alertmanager"),))
-MODEL_SERVERS = Pods(MODELS, exists=(MODEL_POD,))
+MODEL_SERVERS = Pods(MODELS, exists=(MODEL_LABEL,))
 # The inferencepool chart (v1.5.0 templates/_helpers.tpl selectorLabels) labels each endpoint
 # picker `inferencepool: <release>-epp`; it serves ext_proc on `inferenceExtension.extProcPort`.
 PICKER_LABEL = "inferencepool"
@@ -388,7 +387,7 @@ __all__ = ["AMD", "ANYWHERE", "API_CLIENTS", "CERT_MANAGER", "DENY_ALL", "DNS", 
            "GATEWAY_API_CLIENTS",
            "GATEWAY_NAMESPACE", "GOVERNED", "HTTPS_PORT", "IDENTITY", "ISOLATED", "KEDA", "KSERVE",
            "KUBE_SYSTEM",
-           "MODELS", "MODEL_POD", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PICKER_LABEL",
+           "MODELS", "MONITORING", "NODE_PREP", "NS_LABEL", "NVIDIA", "PICKER_LABEL",
            "PROMETHEUS_PORT",
            "PROXIES", "PROXY_LABEL", "PROXY_METRICS_PORT", "PROXY_PORT", "SYSTEM",
            "WEBHOOKS", "WEBHOOK_PORT", "ClusterNetwork", "Flow", "Outside", "Pods", "Port",

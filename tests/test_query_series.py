@@ -141,3 +141,23 @@ def test_collectors_follow_the_charts_helper() -> None:
     assert collectors({"collectors": ["a", "b"], "collectorsExclude": ["b"], "collectorsExtra": ["c", "a"]}) \
         == ["a", "c"]
     assert "pods" in collectors({}) and "pods" not in collectors({"collectorsExclude": ["pods"]})
+
+
+def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(monkeypatch: Any) -> None:
+    """The check's kube-state-metrics facts come from chart 8.4.0, the version the vendored
+    kube-prometheus-stack Chart.yaml pins; read at another version, every query that needs the
+    exporter is warned about, not passed silently."""
+    import yaml
+
+    from rtip.deploycheck import query_series
+    from tests.conftest import SHARED
+
+    stack_chart = SHARED / "charts" / "kube-prometheus-stack" / "88.5.3" / "Chart.yaml"
+    chart = yaml.safe_load(stack_chart.read_text())
+    (pinned,) = [d["version"] for d in chart["dependencies"] if d["name"] == "kube-state-metrics"]
+    assert pinned == query_series.KSM_CHART_VERSION
+    record = record_of("prod")
+    monkeypatch.setattr(query_series, "KSM_CHART_VERSION", "0.0.0")
+    found = check_query_series(record)
+    assert len(found) == _scaled_objects(record)
+    assert all(f.severity == "warning" and "not the 0.0.0" in f.message for f in found)

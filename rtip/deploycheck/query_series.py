@@ -77,7 +77,9 @@ def target_label_problem(record: Record, cluster: Resource | None, namespace: st
             f"(podTargetLabels) while selecting pods where it is {value!r}")
 
 
-# The kube-state-metrics chart's `collectors` (8.4.0 values.yaml, helm-charts cf408a2).
+# The kube-state-metrics chart version whose templates and defaults this check reads (helm-charts
+# cf408a2), and its `collectors`.
+KSM_CHART_VERSION = "8.4.0"
 KSM_DEFAULT_COLLECTORS = (
     "certificatesigningrequests", "configmaps", "cronjobs", "daemonsets", "deployments", "endpointslices",
     "horizontalpodautoscalers", "ingresses", "jobs", "leases", "limitranges",
@@ -176,7 +178,9 @@ def ksm_problems(loader: Loader, metric: str, namespace: str) -> list[Problem]:
     return out
 
 
-def _loaders(record: Record, cluster: Resource | None) -> list[tuple[Resource, Loader]]:
+def _loaders(record: Record, cluster: Resource | None) -> list[tuple[Resource, Loader, str | None]]:
+    """The cluster's kube-prometheus-stack releases: each with what its Prometheus loads and the
+    kube-state-metrics chart version it pins."""
     out = []
     for release in record.by_type(HELM_RELEASE):
         chart, version = str(release.inputs.get("chart", "")), str(release.inputs.get("version", ""))
@@ -185,7 +189,8 @@ def _loaders(record: Record, cluster: Resource | None) -> list[tuple[Resource, L
         facts = chartfacts.for_release(chart, version)
         if facts is not None:  # else the values check says the chart is not vendored
             merged = facts.values(release.inputs.get("values") or {})
-            out.append((release, Loader.of(record, release, merged)))
+            pinned = facts.dependency(KSM)
+            out.append((release, Loader.of(record, release, merged), pinned.version if pinned else None))
     return out
 
 
@@ -212,9 +217,13 @@ def query_problems(record: Record, scaled: Resource) -> list[Problem]:
                 if not loaders:
                     out.append((Severity.ERROR, f"its query selects {metric}, but no {CHART} release on its "
                                                 f"cluster runs kube-state-metrics"))
-                for release, loader in loaders:
+                for release, loader, version in loaders:
                     out += [(sev, f"its query selects {metric}, but release {release.name}: {m}")
                             for sev, m in ksm_problems(loader, metric, namespace)]
+                    if version != KSM_CHART_VERSION:
+                        out.append((Severity.WARNING, f"release {release.name} pins {KSM} chart {version}, "
+                                                      f"not the {KSM_CHART_VERSION} this check was read "
+                                                      f"from: its {metric} conditions are unchecked there"))
     return sorted(set(out))
 
 
@@ -231,5 +240,5 @@ def check_query_series(record: Record) -> list[Finding]:
     return findings
 
 
-__all__ = ["CHECK", "DISCOVERY_LABELS", "KSM_DEFAULT_COLLECTORS", "check_query_series", "collectors",
-           "ksm_problems", "query_problems", "selectors", "target_label_problem"]
+__all__ = ["CHECK", "DISCOVERY_LABELS", "KSM_CHART_VERSION", "KSM_DEFAULT_COLLECTORS", "check_query_series",
+           "collectors", "ksm_problems", "query_problems", "selectors", "target_label_problem"]

@@ -141,5 +141,4 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
 
 
 __all__ = ["LOOKBACK_S", "POD_DELETION", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series",
-           "Store",
-           "bucket_quantile", "extrapolated_rate", "pod_target_label"]
+           "Store", "bucket_quantile", "extrapolated_rate", "pod_target_label"]

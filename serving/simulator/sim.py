@@ -181,9 +181,8 @@ class Simulation:
                 # target: the object goes only once its kubelet confirms, which never comes here.
                 failed = now - interval
                 # A pod whose node had not joined by the loss was Pending: no address, no target.
-                lost_s = r.gone_s if r.gone_s is not None else now
-                addressed = r.scheduled and r.node.ready_s <= lost_s
-                if addressed and failed >= lost_s:
+                lost_s = r.gone_s  # set with `unreachable` (Fleet.fail_zone)
+                if lost_s is not None and r.scheduled and r.node.ready_s <= lost_s <= failed:
                     if r.rid not in self._stale_marked:
                         # kube-state-metrics' series of the pod are the exporter's, not the pod's.
                         self.store.mark_stale(failed, "pod", pod, keep=(*TARGET_SERIES, POD_DELETION))
