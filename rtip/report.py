@@ -65,6 +65,8 @@ def _model(plan: ModelRegionPlan) -> dict[str, Any]:
         "slice_mode": str(plan.slice.mode), "mig_profile": plan.slice.mig_profile,
         "tensor_parallel": plan.slice.tensor_parallel, "quantization": str(plan.quantization),
         "max_model_len": plan.max_model_len,
+        # The longest response vLLM serves, and the scale-in drain that lets one finish.
+        "max_output_tokens": plan.max_output_tokens, "drain_grace_s": plan.grace_s,
         "memory_needed_gb": round(plan.capacity.memory_needed_gb, 2),
         "replicas": {"min": plan.min_replicas, "max": plan.max_replicas,
                      "source": plan.replicas_source},

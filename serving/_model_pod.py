@@ -6,6 +6,7 @@ InferenceService). Split from it so each module stays small.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -97,13 +98,20 @@ def device_memory_gb(kind: SliceKind, pool_sharing: Sharing) -> float:
 
 
 def vllm_args(model: str, kind: SliceKind, pool_sharing: Sharing, max_model_len: int,
-              stream_from: str | None, log_requests: bool = False) -> list[str]:
+              max_output_tokens: int, stream_from: str | None, log_requests: bool = False) -> list[str]:
     """The InferenceService's arguments (KServe appends them to the runtime's).
 
     `stream_from`: the bucket URI vLLM streams the weights from (Run:ai streamer) when the pool
     has no local cache; None reads the model KServe mounted from its local cache.
     `log_requests`: log prompts and outputs to stdout (serving/logpipeline.py), for the cluster's
-    redacting collector to pick up; only a cluster that runs one may ask for it."""
+    redacting collector to pick up; only a cluster that runs one may ask for it.
+    `max_output_tokens`: the server-wide cap on one response. vLLM 0.11 reads the generation
+    config's `max_new_tokens` as its default sampling parameter `max_tokens`
+    (vllm/config/model.py `get_diff_sampling_param`, which also says "it sets a server-wide limit
+    on the number of output tokens for all requests"), and its chat and completion endpoints take
+    the least of that, the request's own `max_tokens` and what the context leaves
+    (vllm/entrypoints/utils.py `get_max_tokens`). Its Responses endpoint does not
+    (protocol.py `ResponsesRequest.to_sampling_params`)."""
     source = ([f"--model={stream_from}", "--load-format=runai_streamer"] if stream_from
               else [f"--model={MODEL_DIR}"])
     return [
@@ -111,6 +119,7 @@ def vllm_args(model: str, kind: SliceKind, pool_sharing: Sharing, max_model_len:
         f"--served-model-name={model}",  # the `model_name` label of its metrics; KEDA queries it
         f"--tensor-parallel-size={kind.tensor_parallel}",
         f"--max-model-len={max_model_len}",
+        "--override-generation-config=" + json.dumps({"max_new_tokens": max_output_tokens}),
         f"--gpu-memory-utilization={gpu_memory_utilization(kind, pool_sharing)}",
         *(vllm_request_logging_args() if log_requests else []),
     ]
@@ -126,8 +135,9 @@ def probes(cold: ColdStart) -> dict[str, Any]:
         return {"httpGet": {"path": HEALTH_PATH, "port": VLLM_PORT}, "periodSeconds": period,
                 "timeoutSeconds": 5, "failureThreshold": failures}
 
-    # A probe's restart runs the preStop drain too (serving/drain.py), under the pod's 120 s grace
-    # period unless the probe sets its own: a wedged or never-started engine has nothing to drain.
+    # A probe's restart runs the preStop drain too (serving/drain.py), under the pod's grace period
+    # (up to 600 s) unless the probe sets its own: a wedged or never-started engine has nothing to
+    # drain.
     restart = {"terminationGracePeriodSeconds": PROBE_RESTART_GRACE_S}
     return {
         "startupProbe": {**http(PROBE_PERIOD_S, math.ceil(startup_allowance_s(cold) / PROBE_PERIOD_S)),

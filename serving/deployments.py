@@ -84,6 +84,10 @@ class ModelRegionPlan(Protocol):
     @property
     def max_model_len(self) -> int: ...
     @property
+    def max_output_tokens(self) -> int: ...
+    @property
+    def grace_s(self) -> int: ...
+    @property
     def min_replicas(self) -> int: ...
     @property
     def max_replicas(self) -> int: ...
@@ -206,13 +210,14 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
         "modelFormat": {"name": MODEL_FORMAT},
         "runtime": runtime_name(plan),
         "args": pod.vllm_args(plan.model, kind_, pool.sharing, plan.max_model_len,
-                              None if cached else plan.source_uri, cluster.log_requests),
+                              plan.max_output_tokens, None if cached else plan.source_uri,
+                              cluster.log_requests),
         "resources": pod.container_resources(kind_, pool.node, plan.resource, plan.weights_gb),
         "securityContext": pod.security_context(as_root),
         "volumeMounts": mounts,
         **pod.probes(plan.cold_start),
         # vLLM 0.11 stops its streams at once on SIGTERM: the preStop hook drains first.
-        "lifecycle": drain.lifecycle(),
+        "lifecycle": drain.lifecycle(plan.grace_s),
     }
     if cached:
         # KServe matches this URI to the model's LocalModelCache and mounts the node's copy.
@@ -238,8 +243,9 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
             # The servers never call the Kubernetes API; each cloud's workload identity brings
             # its own projected token.
             "automountServiceAccountToken": False,
-            # The time the preStop drain has to let in-flight generations finish.
-            "terminationGracePeriodSeconds": drain.TERMINATION_GRACE_S,
+            # The time the preStop drain has to let in-flight generations finish: the longest
+            # response vLLM allows, at the tier's TPOT (serving/drain.py grace_s).
+            "terminationGracePeriodSeconds": plan.grace_s,
             "volumes": volumes,
             "model": container,
         }},

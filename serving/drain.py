@@ -20,15 +20,21 @@ and waiting requests are 0, or the server stops answering, or `bound_s` passes; 
 the ROCm image (the runtime starts vLLM with it); nothing is written to the read-only root. A
 probe's restart would run the hook too, so the probes that restart carry a short grace period of
 their own (serving/_model_pod.py).
+
+The grace period is sized to the longest response the model serves (`grace_s`), and that length
+is capped in vLLM itself (`max_output_tokens`, serving/_model_pod.py `vllm_args`): without a cap a
+request may generate up to its context (131,072 tokens for the Llama 3 models), hours at a tier's
+pace, and no bound on the drain would hold. The default cap is the longest response whose drain
+fits the cluster autoscaler's wait (`output_cap`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from serving._model_pod import VLLM_PORT
 
-TERMINATION_GRACE_S = 120  # how long a generation may take to finish once its pod is scaled in
 PICKER_SETTLE_S = 5
 DRAIN_POLL_S = 1
 # vLLM's event loop answers /metrics late under the very load being drained: a slow answer, an
@@ -39,6 +45,12 @@ METRICS_TIMEOUT_S = 5
 # SIGKILL 2 s later if the hook overran): its last poll may start at the bound and take a
 # timeout and a pause more.
 HOOK_MARGIN_S = DRAIN_POLL_S + METRICS_TIMEOUT_S + 2
+# The cluster autoscaler stops waiting for a pod of a node it removes after this long, whatever
+# the pod's grace period (`--max-graceful-termination-sec`, default 600: AKS's autoscaler profile
+# documents it as `max-graceful-termination-sec`, default 600; kubernetes/kubernetes#94435 shows
+# pods with 3 h grace killed at 10 min by it). AKS and GKE scale their GPU pools with it; Karpenter
+# waits for the full grace period, but one bound serves every cloud a stack may span.
+NODE_DRAIN_LIMIT_S = 600
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 CONTAINER_LOG = "/proc/1/fd/1"
 
@@ -76,14 +88,29 @@ def drain_script(port: int, settle_s: float, bound_s: float, poll_s: float = DRA
     ])
 
 
-def drain_limit_s(grace_s: int = TERMINATION_GRACE_S) -> float:
+def grace_s(ttft_s: float, tpot_s: float, output_tokens: int) -> int:
+    """The grace period in which a generation of `output_tokens` at the tier's TTFT and TPOT,
+    routed to the pod up to the picker's settle after its deletion, ends before the hook does:
+    settle + TTFT + tokens x TPOT + `HOOK_MARGIN_S`, in whole seconds (one token more than the
+    first-token-then-TPOT count, which errs long). A draining replica takes no new requests, so its
+    running ones go no slower than the load it was sized for lets them."""
+    return math.ceil(PICKER_SETTLE_S + ttft_s + output_tokens * tpot_s + HOOK_MARGIN_S - 1e-9)
+
+
+def output_cap(ttft_s: float, tpot_s: float, limit_s: float = NODE_DRAIN_LIMIT_S) -> int:
+    """The most output tokens a response may have so that `grace_s` stays within `limit_s`: the
+    default `max_output_tokens` of a model at this TTFT and TPOT."""
+    return math.floor((limit_s - PICKER_SETTLE_S - HOOK_MARGIN_S - ttft_s) / tpot_s + 1e-9)
+
+
+def drain_limit_s(grace_s: int) -> float:
     """How long after its deletion a predictor finishes generations: the hook ends
     `HOOK_MARGIN_S` before the grace period does, and the SIGTERM that follows stops vLLM at
     once, cutting what it still runs (the simulator's `FleetConfig.drain_limit_s`)."""
     return float(grace_s - HOOK_MARGIN_S)
 
 
-def lifecycle(grace_s: int = TERMINATION_GRACE_S) -> dict[str, Any]:
+def lifecycle(grace_s: int) -> dict[str, Any]:
     """The predictor container's `lifecycle`: the drain as its preStop hook, bounded to end
     `HOOK_MARGIN_S` before the grace period does."""
     bound = drain_limit_s(grace_s) - PICKER_SETTLE_S
@@ -93,5 +120,5 @@ def lifecycle(grace_s: int = TERMINATION_GRACE_S) -> dict[str, Any]:
     return {"preStop": {"exec": {"command": ["python3", "-c", script]}}}
 
 
-__all__ = ["CONTAINER_LOG", "GAUGES", "HOOK_MARGIN_S", "METRICS_TIMEOUT_S", "PICKER_SETTLE_S",
-           "TERMINATION_GRACE_S", "drain_limit_s", "drain_script", "lifecycle"]
+__all__ = ["CONTAINER_LOG", "GAUGES", "HOOK_MARGIN_S", "METRICS_TIMEOUT_S", "NODE_DRAIN_LIMIT_S",
+           "PICKER_SETTLE_S", "drain_limit_s", "drain_script", "grace_s", "lifecycle", "output_cap"]

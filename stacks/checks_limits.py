@@ -5,6 +5,9 @@ which value is over which limit instead of the planner guessing a cause:
   it runs in (its pinned pool, or every GPU pool of the region);
 - the token mix (`tokens.input_tokens + tokens.output_tokens`) against the model's context, or
   against `max_model_len` when the stack caps it;
+- `max_output_tokens` against the token mix's mean output (the sizing assumes responses that
+  long) and against the drain: a response that long at the tier's TPOT must finish within the
+  grace period the node autoscaler honours (serving/drain.py);
 - the models a region serves against the front door's 15 routes per cluster.
 """
 
@@ -12,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from serving import drain
 from serving.hardware import Cloud, machine
 from serving.models import CATALOG
 from stacks.checks_base import Problem
 from stacks.schema import ModelSpec, StackSpec
+from stacks.tiers import resolve_tiers, tier_of
 
 # The front door routes a cluster's models through one AIGatewayRoute, one rule each, and its
 # CRD caps `spec.rules` at 15 (ai-gateway-crds-helm v1.1.0, aigatewayroutes v1beta1 maxItems).
@@ -26,6 +31,7 @@ def check_limits(spec: StackSpec) -> Iterator[Problem]:
     for i, model in enumerate(spec.models):
         yield from _tensor_parallel(f"models[{i}]", spec, model)
         yield from _token_mix(f"models[{i}]", model)
+        yield from _output_cap(f"models[{i}]", spec, model)
     yield from _models_per_cluster(spec)
 
 
@@ -73,6 +79,26 @@ def _token_mix(at: str, model: ModelSpec) -> Iterator[Problem]:
     elif total > card.context_max:
         yield Problem(f"{at}.tokens", f"{mix} is more than {card.id}'s context of "
                       f"{card.context_max} tokens; lower input_tokens or output_tokens")
+
+
+def _output_cap(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:
+    cap = model.max_output_tokens
+    if cap is None:
+        return
+    if cap < model.tokens.output_tokens:
+        yield Problem(f"{at}.max_output_tokens", f"{cap} tokens is below the token mix's mean output "
+                      f"of {model.tokens.output_tokens}, which the sizing assumes; raise "
+                      "max_output_tokens or lower tokens.output_tokens")
+    tier = resolve_tiers(spec).get(tier_of(spec, model))
+    if tier is None:
+        return  # an unknown tier is reported at models[i].tier
+    ttft_s, tpot_s = tier.ttft_ms / 1000, tier.tpot_ms / 1000
+    grace = drain.grace_s(ttft_s, tpot_s, cap)
+    if grace > drain.NODE_DRAIN_LIMIT_S:
+        yield Problem(f"{at}.max_output_tokens", f"a response of {cap} tokens at the {tier.tier} "
+                      f"tier's {tier.tpot_ms:g} ms per token needs a {grace} s drain when its replica "
+                      f"is scaled in, but the cluster autoscaler stops waiting at "
+                      f"{drain.NODE_DRAIN_LIMIT_S} s; at most {drain.output_cap(ttft_s, tpot_s)} tokens")
 
 
 __all__ = ["check_limits"]

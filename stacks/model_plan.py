@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving import gpu_config
+from serving import drain, gpu_config
 from serving.autoscaling import Autoscaling, autoscaling
 from serving.capacity import ReplicaCapacity
 from serving.coldstart import ColdStart
@@ -48,6 +48,8 @@ class ModelRegionPlan:
     quantization: Quantization
     weights_gb: float  # of the weights variant served
     max_model_len: int  # context vLLM serves (--max-model-len)
+    max_output_tokens: int  # vLLM's server-wide cap on one response (serving/drain.py)
+    grace_s: int  # the predictor's terminationGracePeriodSeconds: a capped response finishes
     min_replicas: int
     max_replicas: int
     replicas_source: str  # "spec" or the rule that set them
@@ -98,6 +100,12 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
     source = "spec" if model.replicas is not None else (
         f"peak {model.peak_qps:g} QPS / {placed.capacity.qps:.2f} QPS a replica, "
         f"+{reps.headroom:.0%} headroom ({growth_words(model)}), one zone lost")
+    context = served_context(card, placed.quantization, placed.slice.memory_gb, model.max_model_len,
+                             tensor_parallel=placed.slice.tensor_parallel,
+                             device_memory_gb=visible_memory_gb(placed.slice),
+                             device_name=str(placed.slice.gpu))
+    ttft_s, tpot_s = tier.ttft_ms / 1000, tier.tpot_ms / 1000
+    cap = min(model.max_output_tokens or drain.output_cap(ttft_s, tpot_s), context)
     scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
                           profile(card, placed.slice, placed.quantization), reps,
                           model.tokens.input_tokens, model.tokens.output_tokens,
@@ -107,10 +115,7 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
         tier=tier.tier, tier_spec=tier, peak_qps=model.peak_qps, pool=placed.pool,
         slice=placed.slice, resource=resource, quantization=placed.quantization,
         weights_gb=card.variant_weights_gb(placed.quantization),
-        max_model_len=served_context(card, placed.quantization, placed.slice.memory_gb,
-                                     model.max_model_len, tensor_parallel=placed.slice.tensor_parallel,
-                                     device_memory_gb=visible_memory_gb(placed.slice),
-                                     device_name=str(placed.slice.gpu)),
+        max_model_len=context, max_output_tokens=cap, grace_s=drain.grace_s(ttft_s, tpot_s, cap),
         min_replicas=reps.min_replicas, max_replicas=reps.max_replicas, replicas_source=source,
         cold_start=placed.cold_start,
         source_uri=model.source_uri or source_uri(spec, region, model.name),

@@ -190,7 +190,8 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     usable_gb = device_gb * kind.tensor_parallel * utilization
     reserve_gb = replica_reserve_gb(card, mp.quantization, kind.tensor_parallel, device_gb, str(kind.gpu))
     kv_tokens = kv_cache_tokens(card, mp.quantization, usable_gb, reserve_gb)  # as replica_engine
-    engine = replica_engine(card, kind, mp.quantization, mp.max_model_len, device_gb, usable_gb)
+    engine = replace(replica_engine(card, kind, mp.quantization, mp.max_model_len, device_gb, usable_gb),
+                     max_output_tokens=mp.max_output_tokens)
     zones = pool.zones
     slots = _slots_per_node(mp, pool)
     # Whether the pool's node autoscaler launches in the zones up while one is lost (Karpenter
@@ -202,7 +203,7 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
                         initial_nodes=len(zones) * math.ceil(per_zone / slots),
                         node_empty_ttl_s=empty_node_ttl_s(plan, mp),
                         # The predictor's drain: its preStop hook's bound in its grace period.
-                        drain_limit_s=drain_limit_s(),
+                        drain_limit_s=drain_limit_s(mp.grace_s),
                         # The picker as the inferencepool release configures it, and the
                         # predictor's toleration of an unreachable node (its pool's own taints,
                         # the rest of its list, have no say in a zone loss).

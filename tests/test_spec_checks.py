@@ -345,6 +345,13 @@ def planner_must_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
      "1024 tokens is less than the token mix (1155 prompt + 211 output = 1366 tokens per request)"),
     ({"max_model_len": 4096, "tokens": {"input_tokens": 4000, "output_tokens": 500}},
      "models[0].max_model_len", "4096 tokens is less than the token mix"),
+    ({"max_output_tokens": 200}, "models[0].max_output_tokens",
+     "200 tokens is below the token mix's mean output of 211"),
+    # The batch tier (MLPerf 405B server: 6 s TTFT, 175 ms TPOT): 5 s settle + 6 s + 5,000 x
+    # 0.175 s + 8 s hook margin = 894 s; the most within 600 s is (600 - 19) / 0.175 = 3,320.
+    ({"max_output_tokens": 5000}, "models[0].max_output_tokens",
+     "a response of 5000 tokens at the batch tier's 175 ms per token needs a 894 s drain when its "
+     "replica is scaled in, but the cluster autoscaler stops waiting at 600 s; at most 3320 tokens"),
 ])
 def test_limits_are_checked_before_the_planner(tmp_path, capsys, change, where, words) -> None:
     doc = dev_platform()

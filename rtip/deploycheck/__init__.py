@@ -15,13 +15,16 @@ Both read only the record (rtip/offline.py), so they run unchanged for any stack
   mounted Secret of an Alertmanager that reads it, and every route matches alerts a rule of its
   cluster fires;
 - autoscaling (query_series.py): the series each ScaledObject's query selects exist with the
-  labels it selects them by (target labels a PodMonitor writes, kube-state-metrics' pod series).
+  labels it selects them by (target labels a PodMonitor writes, kube-state-metrics' pod series);
+- drain (drain.py): every predictor caps a response, its preStop drain waits out the longest at
+  its tier's pace, and the node autoscaler waits as long.
 """
 
 from __future__ import annotations
 
 from rtip.deploycheck.alerts import check_alerts
 from rtip.deploycheck.capacity import check_capacity
+from rtip.deploycheck.drain import check_drain
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.images import check_images
 from rtip.deploycheck.kinds import check_kinds
@@ -36,8 +39,9 @@ def run_checks(record: Record) -> list[Finding]:
     """All findings, kinds first, each group in record order."""
     return [*check_kinds(record), *check_values(record), *check_scheduling(record),
             *check_reach(record), *check_images(record), *check_capacity(record),
-            *check_alerts(record), *check_query_series(record)]
+            *check_alerts(record), *check_query_series(record), *check_drain(record)]
 
 
-__all__ = ["Finding", "Severity", "check_alerts", "check_capacity", "check_images", "check_kinds",
-           "check_query_series", "check_reach", "check_scheduling", "check_values", "run_checks"]
+__all__ = ["Finding", "Severity", "check_alerts", "check_capacity", "check_drain", "check_images",
+           "check_kinds", "check_query_series", "check_reach", "check_scheduling", "check_values",
+           "run_checks"]

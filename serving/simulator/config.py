@@ -98,6 +98,8 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 256
     max_model_len: int | None = None  # None: whatever the KV cache holds
+    # The server-wide cap on one response (vLLM's generation-config `max_new_tokens`); None: none.
+    max_output_tokens: int | None = None
     enable_prefix_caching: bool = True  # V1 default for generative models
     block_size: int = BLOCK_SIZE
 
@@ -110,6 +112,10 @@ class EngineConfig:
                 not isinstance(self.max_model_len, int) or self.max_model_len < 2):
             raise ValueError(f"EngineConfig.max_model_len must be an integer >= 2, "
                              f"got {self.max_model_len!r}")
+        if self.max_output_tokens is not None and (
+                not isinstance(self.max_output_tokens, int) or self.max_output_tokens < 1):
+            raise ValueError(f"EngineConfig.max_output_tokens must be an integer >= 1, "
+                             f"got {self.max_output_tokens!r}")
         if self.max_model_len is not None and self.max_model_len > self.kv_blocks * self.block_size:
             # vLLM refuses to start when one max-length sequence does not fit the KV cache.
             raise ValueError(f"EngineConfig: max_model_len {self.max_model_len} exceeds the KV cache "

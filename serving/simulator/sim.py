@@ -8,7 +8,8 @@ ended at its instant, and an autoscaler sees the scrape of its instant.
 
 Requests that arrive while no replica is ready fail at once (the gateway answers 503); a prompt
 that does not fit `max_model_len` is rejected (vLLM answers 400), and an output is cut at the
-context limit (vLLM stops the request with finish reason "length").
+context limit or at the engine's `max_output_tokens` (vLLM stops the request with finish
+reason "length").
 """
 
 from __future__ import annotations
@@ -150,8 +151,9 @@ class Simulation:
         tr = self.trace
         limit = self.cfg.engine.context_limit
         prompt = int(tr.prompt_tokens[i])
-        req = SimRequest(i, now, prompt, max(1, min(int(tr.output_tokens[i]), limit - prompt)),
-                         int(tr.prefix_group[i]), int(tr.prefix_tokens[i]))
+        output = min(int(tr.output_tokens[i]), limit - prompt,
+                     self.cfg.engine.max_output_tokens or limit)
+        req = SimRequest(i, now, prompt, max(1, output), int(tr.prefix_group[i]), int(tr.prefix_tokens[i]))
         self.requests.append(req)
         self._outstanding += 1
         routable = self.fleet.routable

@@ -1,0 +1,135 @@
+"""Drain: every predictor waits out its longest response when it is scaled in, and the node
+autoscaler that removes its node waits as long (serving/drain.py).
+
+- cap: the InferenceService's vLLM arguments cap one response (`--override-generation-config`
+  with `max_new_tokens`, which vLLM 0.11 applies to every chat and completion request); without
+  it a response may run to the served context, and no grace period bounds the drain;
+- hook: its preStop hook waits (the settle plus the bound, read off the script the kubelet runs)
+  at least the tier's TTFT plus that many tokens at the tier's TPOT, the tier being the plan's
+  for the model (the record's plan);
+- autoscaler: its grace period is within the wait of the node autoscaler that removes its nodes.
+  On AKS that is the cluster's autoscaler profile `maxGracefulTerminationSec`, 600 when unset (the
+  AKS API documents the default). On GKE it is the cluster autoscaler's `--max-graceful-termination-sec`,
+  whose upstream default of 600 stands in because GKE publishes none. On EKS it is a Karpenter
+  NodePool's `spec.template.spec.terminationGracePeriod` when the cluster's NodePools set one;
+  Karpenter otherwise waits for the pod's own grace period.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from rtip.deploycheck.findings import Finding, Severity
+from rtip.deploycheck.graph import cluster_of, object_name
+from rtip.offline import Record, Resource
+
+CHECK = "drain"
+CAP_ARG = "--override-generation-config="
+TIER_ANNOTATION = "rtip.dev/tier"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+AKS_CLUSTER = "azure-native:containerservice:ManagedCluster"
+CLUSTER_AUTOSCALER_WAIT_S = 600  # --max-graceful-termination-sec's default
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _go_duration_s(text: str) -> float | None:
+    """A Go duration (`48h`, `1h30m`, `90s`) in seconds; None when it is not one."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _GO_UNITS[u] for n, u in parts)
+
+
+def _hook_wait_s(container: dict[str, Any]) -> float | None:
+    """How long after the deletion the emitted preStop drain waits: its settle plus its bound."""
+    command = (((container.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}).get("command")
+    if not command or len(command) < 3:
+        return None
+    settle = re.search(r"time\.sleep\(([\d.]+)\)", command[2])
+    bound = re.search(r"time\.monotonic\(\) \+ ([\d.]+)", command[2])
+    if settle is None or bound is None:
+        return None
+    return float(settle.group(1)) + float(bound.group(1))
+
+
+def _cap(args: list[str]) -> int | None:
+    for arg in args:
+        if arg.startswith(CAP_ARG):
+            value = json.loads(arg[len(CAP_ARG):]).get("max_new_tokens")
+            return int(value) if value is not None else None
+    return None
+
+
+def _autoscaler_wait_s(record: Record, cluster: Resource) -> tuple[float | None, str]:
+    """The node autoscaler's wait for a pod of a node it removes, and where it comes from."""
+    cloud = cluster.type.split(":")[1]
+    if cloud == "azure":
+        for child in record.children(cluster.urn):
+            if child.type == AKS_CLUSTER:
+                profile = child.inputs.get("autoScalerProfile") or {}
+                value = profile.get("maxGracefulTerminationSec")
+                if value is not None:
+                    return float(value), "its AKS autoscaler profile's maxGracefulTerminationSec"
+        return CLUSTER_AUTOSCALER_WAIT_S, "the AKS cluster autoscaler's default"
+    if cloud == "gcp":
+        return CLUSTER_AUTOSCALER_WAIT_S, "the GKE cluster autoscaler's default"
+    waits = [(_go_duration_s(str(v)), object_name(n)) for n in record.by_type(NODE_POOL)
+             if (found := cluster_of(record, n)) is not None and found.urn == cluster.urn
+             and (v := ((n.inputs.get("spec") or {}).get("template", {}).get("spec", {})
+                        .get("terminationGracePeriod"))) is not None]
+    known = [(s, name) for s, name in waits if s is not None]
+    if not known:
+        return None, "Karpenter waits for the pod's grace period"
+    s, name = min(known)
+    return s, f"Karpenter NodePool {name}'s terminationGracePeriod"
+
+
+def _tier_targets(record: Record) -> dict[str, tuple[float, float]]:
+    """Each tier the plan uses: its TTFT and TPOT targets in seconds."""
+    models = getattr(record.plan, "models", None) or []
+    return {str(m.tier): (m.tier_spec.ttft_ms / 1000, m.tier_spec.tpot_ms / 1000) for m in models}
+
+
+def _check(record: Record, svc: Resource, tiers: dict[str, tuple[float, float]]) -> Iterator[Finding]:
+    predictor = (svc.inputs.get("spec") or {}).get("predictor") or {}
+    container = predictor.get("model") or {}
+    what = f"InferenceService {object_name(svc)}"
+    cap = _cap(list(container.get("args") or []))
+    if cap is None:
+        yield Finding(CHECK, svc.urn, f"{what}: vLLM's arguments set no `max_new_tokens` "
+                      f"({CAP_ARG}...), so a response may run to the served context and no grace "
+                      "period bounds its drain")
+        return
+    tier = str((predictor.get("annotations") or {}).get(TIER_ANNOTATION))
+    if tier not in tiers:
+        yield Finding(CHECK, svc.urn, f"{what}: tier {tier!r} is not in the plan, so its drain was "
+                      "not checked", Severity.WARNING)
+        return
+    ttft_s, tpot_s = tiers[tier]
+    need = ttft_s + cap * tpot_s
+    wait = _hook_wait_s(container)
+    if wait is None or wait < need:
+        yield Finding(CHECK, svc.urn, f"{what}: a {cap}-token response at the {tier} tier's pace "
+                      f"takes {need:.1f} s, but its preStop drain waits "
+                      f"{'nothing' if wait is None else f'{wait:g} s'}; it would be cut at a scale-in")
+    grace = predictor.get("terminationGracePeriodSeconds")
+    cluster = cluster_of(record, svc)
+    if grace is None or cluster is None:
+        return
+    limit, source = _autoscaler_wait_s(record, cluster)
+    if limit is not None and float(grace) > limit:
+        yield Finding(CHECK, svc.urn, f"{what}: its {grace} s grace period is longer than the "
+                      f"{limit:g} s the node autoscaler waits ({source}); a node scale-down would "
+                      "cut its longest responses")
+
+
+def check_drain(record: Record) -> list[Finding]:
+    tiers = _tier_targets(record)
+    return [f for svc in record.resources if svc.inputs.get("kind") == "InferenceService"
+            for f in _check(record, svc, tiers)]
+
+
+__all__ = ["check_drain"]

@@ -1,0 +1,178 @@
+"""The cap on one response and the scale-in drain it sets (serving/drain.py, stacks/model_plan.py):
+vLLM stops every chat and completion response at the cap, and a predictor being scaled in waits
+long enough for a response that long at its tier's pace, within the cluster autoscaler's wait."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable
+
+import pytest
+
+from rtip.deploycheck import run_checks
+from rtip.deploycheck.drain import check_drain
+from rtip.deploycheck.graph import cluster_of
+from rtip.offline import Record, Resource
+from serving import drain
+from serving.simulator import EngineConfig, FleetConfig, SimConfig, StepTime, Targets, Trace, simulate
+from stacks.loader import load_spec
+from stacks.plan import plan_stack
+from tests.conftest import plan_of, record_of, stack_doc
+
+# The tiers' targets (MLPerf's, FACTS.md section 7): TTFT and TPOT in seconds.
+TIER_TARGETS = {"interactive": (0.5, 0.030), "standard": (2.0, 0.100), "batch": (6.0, 0.175)}
+# By hand: 600 s (the cluster autoscaler's --max-graceful-termination-sec default) less the hook's
+# 5 s settle and 8 s margin, less the TTFT, over the TPOT: 586.5 / 0.03, 585 / 0.1, 581 / 0.175.
+DEFAULT_CAPS = {"interactive": 19_550, "standard": 5_850, "batch": 3_320}
+CA_WAIT_S = 600
+
+
+def test_each_prod_model_gets_its_tiers_cap_within_its_context() -> None:
+    plan = plan_of("prod")
+    assert {mp.tier for mp in plan.models} == set(DEFAULT_CAPS)
+    for mp in plan.models:
+        assert mp.max_output_tokens == min(DEFAULT_CAPS[mp.tier], mp.max_model_len), mp.model
+
+
+@pytest.mark.parametrize(("ttft_s", "tpot_s"), [*TIER_TARGETS.values(), (0.25, 0.007), (3.0, 0.33)])
+def test_the_default_cap_is_the_longest_response_whose_drain_fits(ttft_s: float, tpot_s: float) -> None:
+    cap = drain.output_cap(ttft_s, tpot_s)
+    assert drain.grace_s(ttft_s, tpot_s, cap) <= CA_WAIT_S < drain.grace_s(ttft_s, tpot_s, cap + 1)
+
+
+def _hook_bound_s(script: str) -> float:
+    """Settle plus bound of an emitted preStop script: how long after the deletion it waits."""
+    settle = float(script.split("time.sleep(")[1].split(")")[0])
+    return settle + float(script.split("time.monotonic() + ")[1].split("\n")[0])
+
+
+def test_every_predictor_caps_its_responses_and_waits_for_the_longest() -> None:
+    """The rendered InferenceServices: vLLM's generation-config override carries the cap, and the
+    hook waits for a response of that many tokens at the tier's pace, within 600 s."""
+    services = [r.inputs for r in record_of("prod").resources if r.inputs.get("kind") == "InferenceService"]
+    assert services
+    for svc in services:
+        predictor = svc["spec"]["predictor"]
+        args = predictor["model"]["args"]
+        (override,) = [a.split("=", 1)[1] for a in args if a.startswith("--override-generation-config=")]
+        cap = json.loads(override)["max_new_tokens"]
+        (context,) = [int(a.split("=", 1)[1]) for a in args if a.startswith("--max-model-len=")]
+        tier = predictor["annotations"]["rtip.dev/tier"]
+        assert cap == min(DEFAULT_CAPS[tier], context)
+        ttft_s, tpot_s = TIER_TARGETS[tier]
+        script = predictor["model"]["lifecycle"]["preStop"]["exec"]["command"][2]
+        assert _hook_bound_s(script) >= ttft_s + cap * tpot_s
+        assert predictor["terminationGracePeriodSeconds"] <= CA_WAIT_S
+
+
+def test_a_stated_cap_shortens_the_drain() -> None:
+    """A stack that states a short cap gets the drain that cap needs, not the 600 s ceiling."""
+    platform = stack_doc("dev")["config"]["rtip:platform"]
+    platform["models"][0]["max_output_tokens"] = 1000
+    name = platform["models"][0]["name"]
+    mp = next(m for m in plan_stack(load_spec(platform, "test")).models if m.model == name)
+    ttft_s, tpot_s = TIER_TARGETS[mp.tier]
+    assert mp.max_output_tokens == 1000
+    # By hand for the batch tier: 5 + 6 + 1,000 x 0.175 + 8 = 194 s.
+    assert mp.grace_s == 194 == round(5 + ttft_s + 1000 * tpot_s + 8)
+
+
+# A hand profile: one sequence's decode step takes 12 ms + 0.4 ms.
+STEP = StepTime(0.03, 0.0001, 0.012, 0.0004)
+
+
+def _alone(cap: int | None) -> float:
+    """The time from first to last token of a 50-token response alone on a replica."""
+    cfg = SimConfig(engine=EngineConfig(step=STEP, kv_blocks=2_000, max_output_tokens=cap),
+                    fleet=FleetConfig(zones=("a",), initial_replicas=1), targets=Targets(1.0, 0.1))
+    res = simulate(Trace([0.0], [100], [50]), cfg)
+    return float(res.e2e_s[0] - res.ttft_s[0])
+
+
+def test_the_simulated_engine_stops_a_response_at_the_cap() -> None:
+    assert _alone(None) == pytest.approx(49 * 0.0124)
+    assert _alone(5) == pytest.approx(4 * 0.0124)
+    with pytest.raises(ValueError, match="max_output_tokens"):
+        EngineConfig(step=STEP, kv_blocks=10, max_output_tokens=0)
+
+
+# --- the deploy check (rtip/deploycheck/drain.py) over copies of prod's record ----------------------
+
+def _svc(record: Record, cloud: str) -> Resource:
+    """Prod's first InferenceService on a cluster of `cloud`."""
+    return next(r for r in record.resources if r.inputs.get("kind") == "InferenceService"
+                and (c := cluster_of(record, r)) is not None and c.type.split(":")[1] == cloud)
+
+
+def _with(record: Record, edited: Resource) -> Record:
+    return Record(record.stack, [edited if r.urn == edited.urn else r for r in record.resources],
+                  record.outputs, record.warnings, record.plan)
+
+
+def _edited(target: Resource, change: Callable[[dict], None]) -> Resource:
+    inputs = copy.deepcopy(target.inputs)
+    change(inputs)
+    return dataclasses.replace(target, inputs=inputs)
+
+
+def _drain_errors(record: Record, urn: str) -> list[str]:
+    return [f.message for f in run_checks(record) if f.check == "drain" and f.urn == urn]
+
+
+def test_the_shipped_stacks_drain_every_predictor() -> None:
+    for stack in ("dev", "staging", "prod"):
+        assert check_drain(record_of(stack)) == [], stack
+
+
+def test_a_predictor_without_the_cap_is_found() -> None:
+    record = record_of("prod")
+    svc = _svc(record, "aws")
+
+    def uncap(inputs: dict) -> None:
+        model = inputs["spec"]["predictor"]["model"]
+        model["args"] = [a for a in model["args"] if not a.startswith("--override-generation-config=")]
+
+    (message,) = _drain_errors(_with(record, _edited(svc, uncap)), svc.urn)
+    assert "no `max_new_tokens`" in message and "served context" in message
+
+
+def test_a_hook_shorter_than_the_longest_response_is_found() -> None:
+    """A cap raised past what the hook waits: 8,000 tokens of the standard tier take 2 + 800 s."""
+    record = record_of("prod")
+    svc = next(r for r in record.resources if r.inputs.get("kind") == "InferenceService"
+               and r.inputs["spec"]["predictor"]["annotations"]["rtip.dev/tier"] == "standard")
+
+    def raise_cap(inputs: dict) -> None:
+        model = inputs["spec"]["predictor"]["model"]
+        model["args"] = [a if not a.startswith("--override-generation-config=")
+                         else '--override-generation-config={"max_new_tokens": 8000}' for a in model["args"]]
+
+    (message,) = _drain_errors(_with(record, _edited(svc, raise_cap)), svc.urn)
+    assert "a 8000-token response at the standard tier's pace takes 802.0 s" in message
+    assert "cut at a scale-in" in message
+
+
+def test_a_node_autoscaler_that_waits_less_than_the_grace_period_is_found() -> None:
+    record = record_of("prod")
+    # AKS: an autoscaler profile that waits 300 s, below the predictors' 600 s grace.
+    svc = _svc(record, "azure")
+    cluster = cluster_of(record, svc)
+    assert cluster is not None
+    aks = next(c for c in record.children(cluster.urn)
+               if c.type == "azure-native:containerservice:ManagedCluster")
+    profiled = _with(record, _edited(aks, lambda i: i.setdefault("autoScalerProfile", {}).update(
+        {"maxGracefulTerminationSec": "300"})))
+    (message,) = _drain_errors(profiled, svc.urn)
+    assert "600 s grace period is longer than the 300 s the node autoscaler waits" in message
+    assert "maxGracefulTerminationSec" in message
+    # EKS: a Karpenter NodePool of the cluster that force-deletes pods after 5 minutes.
+    svc = _svc(record, "aws")
+    cluster = cluster_of(record, svc)
+    pool = next(n for n in record.by_type("kubernetes:karpenter.sh/v1:NodePool")
+                if (c := cluster_of(record, n)) is not None and c.urn == cluster.urn)
+    capped = _with(record, _edited(pool, lambda i: i["spec"]["template"]["spec"].update(
+        {"terminationGracePeriod": "5m"})))
+    (message,) = _drain_errors(capped, svc.urn)
+    assert "longer than the 300 s the node autoscaler waits (Karpenter NodePool" in message
