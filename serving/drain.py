@@ -46,10 +46,12 @@ METRICS_TIMEOUT_S = 5
 # timeout and a pause more.
 HOOK_MARGIN_S = DRAIN_POLL_S + METRICS_TIMEOUT_S + 2
 # The cluster autoscaler stops waiting for a pod of a node it removes after this long, whatever
-# the pod's grace period (`--max-graceful-termination-sec`, default 600: AKS's autoscaler profile
-# documents it as `max-graceful-termination-sec`, default 600; kubernetes/kubernetes#94435 shows
-# pods with 3 h grace killed at 10 min by it). AKS and GKE scale their GPU pools with it; Karpenter
-# waits for the full grace period, but one bound serves every cloud a stack may span.
+# the pod's grace period (`--max-graceful-termination-sec`, default 600 in its FAQ; AKS's autoscaler
+# profile documents `max-graceful-termination-sec`, default 600; GKE documents a scale-down grace
+# period of up to 10 minutes; kubernetes/kubernetes#94435 shows pods with 3 h grace killed at
+# 10 min by it). AKS and GKE scale their GPU pools with it; Karpenter waits for the full grace
+# period unless a NodePool's terminationGracePeriod says less, but one bound serves every cloud a
+# stack may span.
 NODE_DRAIN_LIMIT_S = 600
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 CONTAINER_LOG = "/proc/1/fd/1"

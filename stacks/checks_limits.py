@@ -82,17 +82,27 @@ def _token_mix(at: str, model: ModelSpec) -> Iterator[Problem]:
 
 
 def _output_cap(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:
-    cap = model.max_output_tokens
-    if cap is None:
-        return
-    if cap < model.tokens.output_tokens:
-        yield Problem(f"{at}.max_output_tokens", f"{cap} tokens is below the token mix's mean output "
-                      f"of {model.tokens.output_tokens}, which the sizing assumes; raise "
-                      "max_output_tokens or lower tokens.output_tokens")
+    """The cap stated, or the tier's default (drain.output_cap), against the token mix's mean
+    output; a stated one against the drain's 600 s too (the default fits it by construction)."""
     tier = resolve_tiers(spec).get(tier_of(spec, model))
     if tier is None:
         return  # an unknown tier is reported at models[i].tier
     ttft_s, tpot_s = tier.ttft_ms / 1000, tier.tpot_ms / 1000
+    cap = model.max_output_tokens
+    mean = model.tokens.output_tokens
+    if cap is None:
+        fits = drain.output_cap(ttft_s, tpot_s)
+        if fits < mean:
+            yield Problem(f"{at}.tier", f"the {tier.tier} tier ({tier.ttft_ms:g} ms TTFT, "
+                          f"{tier.tpot_ms:g} ms per token) lets a response of at most {max(fits, 0)} "
+                          f"tokens finish within the {drain.NODE_DRAIN_LIMIT_S} s the cluster autoscaler "
+                          f"waits for a replica it scales in, below the token mix's mean output of {mean}; "
+                          "use a faster tier or lower tokens.output_tokens")
+        return
+    if cap < mean:
+        yield Problem(f"{at}.max_output_tokens", f"{cap} tokens is below the token mix's mean output "
+                      f"of {mean}, which the sizing assumes; raise max_output_tokens or lower "
+                      "tokens.output_tokens")
     grace = drain.grace_s(ttft_s, tpot_s, cap)
     if grace > drain.NODE_DRAIN_LIMIT_S:
         yield Problem(f"{at}.max_output_tokens", f"a response of {cap} tokens at the {tier.tier} "

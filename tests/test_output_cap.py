@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from rtip.deploycheck import run_checks
-from rtip.deploycheck.drain import check_drain
+from rtip.deploycheck.drain import _go_duration_s, check_drain
 from rtip.deploycheck.graph import cluster_of
 from rtip.offline import Record, Resource
 from serving import drain
@@ -42,10 +42,11 @@ def test_the_default_cap_is_the_longest_response_whose_drain_fits(ttft_s: float,
     assert drain.grace_s(ttft_s, tpot_s, cap) <= CA_WAIT_S < drain.grace_s(ttft_s, tpot_s, cap + 1)
 
 
-def _hook_bound_s(script: str) -> float:
-    """Settle plus bound of an emitted preStop script: how long after the deletion it waits."""
-    settle = float(script.split("time.sleep(")[1].split(")")[0])
-    return settle + float(script.split("time.monotonic() + ")[1].split("\n")[0])
+def _settle_and_bound_s(script: str) -> tuple[float, float]:
+    """An emitted preStop script's settle (the picker may still route to the pod meanwhile) and
+    the bound it then waits."""
+    return (float(script.split("time.sleep(")[1].split(")")[0]),
+            float(script.split("time.monotonic() + ")[1].split("\n")[0]))
 
 
 def test_every_predictor_caps_its_responses_and_waits_for_the_longest() -> None:
@@ -63,8 +64,11 @@ def test_every_predictor_caps_its_responses_and_waits_for_the_longest() -> None:
         assert cap == min(DEFAULT_CAPS[tier], context)
         ttft_s, tpot_s = TIER_TARGETS[tier]
         script = predictor["model"]["lifecycle"]["preStop"]["exec"]["command"][2]
-        assert _hook_bound_s(script) >= ttft_s + cap * tpot_s
-        assert predictor["terminationGracePeriodSeconds"] <= CA_WAIT_S
+        settle, bound = _settle_and_bound_s(script)
+        # A request routed at the end of the settle has the bound to finish in.
+        assert bound >= ttft_s + cap * tpot_s
+        # The hook ends 8 s before the grace period does (its last poll's timeout and a pause).
+        assert settle + bound + 8 <= predictor["terminationGracePeriodSeconds"] <= CA_WAIT_S
 
 
 def test_a_stated_cap_shortens_the_drain() -> None:
@@ -138,20 +142,28 @@ def test_a_predictor_without_the_cap_is_found() -> None:
     assert "no `max_new_tokens`" in message and "served context" in message
 
 
-def test_a_hook_shorter_than_the_longest_response_is_found() -> None:
-    """A cap raised past what the hook waits: 8,000 tokens of the standard tier take 2 + 800 s."""
+@pytest.mark.parametrize(("tokens", "cut"), [(5850, False), (5851, True), (5880, True)])
+def test_a_hook_shorter_than_the_longest_response_is_found(tokens: int, cut: bool) -> None:
+    """A standard-tier predictor's hook waits 587 s after its 5 s settle (600 s grace less the
+    8 s margin less the settle). 5,850 tokens take 2 + 585 = 587 s: drained; 5,851 take 587.1 s
+    and 5,880 take 590 s: cut."""
     record = record_of("prod")
     svc = next(r for r in record.resources if r.inputs.get("kind") == "InferenceService"
                and r.inputs["spec"]["predictor"]["annotations"]["rtip.dev/tier"] == "standard")
 
-    def raise_cap(inputs: dict) -> None:
+    def set_cap(inputs: dict) -> None:
         model = inputs["spec"]["predictor"]["model"]
         model["args"] = [a if not a.startswith("--override-generation-config=")
-                         else '--override-generation-config={"max_new_tokens": 8000}' for a in model["args"]]
+                         else f'--override-generation-config={{"max_new_tokens": {tokens}}}'
+                         for a in model["args"]]
 
-    (message,) = _drain_errors(_with(record, _edited(svc, raise_cap)), svc.urn)
-    assert "a 8000-token response at the standard tier's pace takes 802.0 s" in message
-    assert "cut at a scale-in" in message
+    errors = _drain_errors(_with(record, _edited(svc, set_cap)), svc.urn)
+    if not cut:
+        assert errors == []
+        return
+    (message,) = errors
+    assert f"a {tokens}-token response at the standard tier's pace takes {2 + tokens * 0.1:.1f} s" in message
+    assert "after its settle its preStop drain waits 587 s" in message and "cut at a scale-in" in message
 
 
 def test_a_node_autoscaler_that_waits_less_than_the_grace_period_is_found() -> None:
@@ -167,12 +179,33 @@ def test_a_node_autoscaler_that_waits_less_than_the_grace_period_is_found() -> N
     (message,) = _drain_errors(profiled, svc.urn)
     assert "600 s grace period is longer than the 300 s the node autoscaler waits" in message
     assert "maxGracefulTerminationSec" in message
-    # EKS: a Karpenter NodePool of the cluster that force-deletes pods after 5 minutes.
+    # GKE: the cluster autoscaler's 600 s, which a 601 s grace period passes.
+    svc = _svc(record, "gcp")
+    assert _drain_errors(record, svc.urn) == []
+    longer = _with(record, _edited(svc, lambda i: i["spec"]["predictor"].update(
+        {"terminationGracePeriodSeconds": 601})))
+    (message,) = _drain_errors(longer, svc.urn)
+    assert "601 s grace period is longer than the 600 s the node autoscaler waits (GKE's" in message
+    # EKS: the Karpenter NodePool of the predictor's own pool force-deletes pods after 5 minutes;
+    # the same on another pool's NodePool is no concern of this predictor.
     svc = _svc(record, "aws")
     cluster = cluster_of(record, svc)
-    pool = next(n for n in record.by_type("kubernetes:karpenter.sh/v1:NodePool")
-                if (c := cluster_of(record, n)) is not None and c.urn == cluster.urn)
-    capped = _with(record, _edited(pool, lambda i: i["spec"]["template"]["spec"].update(
-        {"terminationGracePeriod": "5m"})))
-    (message,) = _drain_errors(capped, svc.urn)
+    assert cluster is not None
+    own = svc.inputs["spec"]["predictor"]["nodeSelector"]["rtip.dev/pool"]
+    pools = {n.inputs["spec"]["template"]["metadata"]["labels"]["rtip.dev/pool"]: n
+             for n in record.by_type("kubernetes:karpenter.sh/v1:NodePool")
+             if (c := cluster_of(record, n)) is not None and c.urn == cluster.urn}
+    other = next(p for name, p in pools.items() if name != own)
+
+    def five_minutes(inputs: dict) -> None:
+        inputs["spec"]["template"]["spec"]["terminationGracePeriod"] = "5m"
+
+    assert _drain_errors(_with(record, _edited(other, five_minutes)), svc.urn) == []
+    (message,) = _drain_errors(_with(record, _edited(pools[own], five_minutes)), svc.urn)
     assert "longer than the 300 s the node autoscaler waits (Karpenter NodePool" in message
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("48h", 172800.0), ("1h30m", 5400.0), ("90s", 90.0),
+                                               ("1.5h", 5400.0), ("", None), ("5 m", None), ("10", None)])
+def test_karpenter_durations_read_as_go_reads_them(text: str, seconds: float | None) -> None:
+    assert _go_duration_s(text) == seconds

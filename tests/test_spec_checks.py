@@ -360,6 +360,16 @@ def test_limits_are_checked_before_the_planner(tmp_path, capsys, change, where, 
 
 
 @pytest.mark.usefixtures("planner_must_not_run")
+def test_a_tier_too_slow_for_the_drain_is_checked_before_the_planner(tmp_path, capsys) -> None:
+    """No stated cap: the tier's default must hold the mix's mean output. The batch tier at 3 s a
+    token: (600 - 5 settle - 8 margin - 6 TTFT) / 3 = 193 tokens, below the default mix's 211."""
+    doc = dev_platform()
+    doc["tiers"] = {"batch": {"tpot_ms": 3000}}
+    rejects(capsys, tmp_path, doc, "models[0].tier", "lets a response of at most 193 tokens finish "
+            "within the 600 s", "below the token mix's mean output of 211")
+
+
+@pytest.mark.usefixtures("planner_must_not_run")
 def test_tensor_parallel_against_every_pool_of_the_region(tmp_path, capsys) -> None:
     doc = prod_platform()
     doc["models"][2]["tensor_parallel"] = 4  # qwen-vl on h100-mig: one NC40ads H100 per node in eastus

@@ -36,6 +36,7 @@ from rtip.deploycheck.findings import Finding
 from rtip.deploycheck.graph import HELM_RELEASE, cluster_of, object_name
 from rtip.deploycheck.images import PRIVATE_REGISTRIES, split
 from rtip.offline import Record, Resource
+from serving.manifests import POOL_LABEL
 from serving.nodeprep import NODE_PREP_NAME
 
 CHECK = "capacity"
@@ -50,7 +51,6 @@ DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
 # Azure Linux VMs mount the temporary (resource) disk at /mnt (learn.microsoft.com, "Azure VM
 # temporary disk"); that is not the NVMe.
 AZURE_TEMP_DISK = "/mnt"
-POOL_LABEL = "rtip.dev/pool"
 
 
 def _chart(release: Resource) -> str:
