@@ -24,7 +24,7 @@ from serving.simulator import FULLEST, Simulation, Trace, ZoneFailure, load_azur
 from stacks.loader import SpecError
 from stacks.plan import Plan, load_plan
 from stacks.simulation import SCALINGS, Deployment, SimulationInputError, deployment, select, trace_for
-from stacks.slo_alerts import EVALUATION_INTERVAL_S, burn_alerts
+from stacks.slo_alerts import EVALUATION_INTERVAL_S, burn_alerts, overdue_page
 from stacks.slo_check import UTIL_TARGET, checklist, figures
 
 EXIT_FAIL = 1
@@ -111,6 +111,7 @@ def simulate_one(plan: Plan, dep: Deployment, base: Trace, zone: tuple[str, floa
     result = _run(sim, dep.name, show)
     items = checklist(result, dep, trace, failure, util_target)  # type: ignore[arg-type]
     alerts = burn_alerts(sim.store, mp.model, cfg.namespace, mp.tier_spec, result.end_s)
+    overdue = overdue_page(sim.store, mp, cfg.namespace, result.end_s)
     return {
         "model": mp.model, "region": mp.region, "tier": mp.tier, "peak_qps": mp.peak_qps,
         "trace": {"source": trace.source, "requests": len(trace), "duration_s": round(trace.duration_s, 3)},
@@ -118,7 +119,7 @@ def simulate_one(plan: Plan, dep: Deployment, base: Trace, zone: tuple[str, floa
         "zone_loss": {"zone": result.extra["zones_lost"][0][1], "at_s": failure.at_s,
                       "chosen": failure.zone == FULLEST} if failure else None,
         "inputs": dep.inputs(), "figures": figures(result, dep),  # type: ignore[arg-type]
-        "checklist": [i.to_json() for i in items], "slo_alerts": alerts,
+        "checklist": [i.to_json() for i in items], "slo_alerts": alerts, "replicas_overdue": overdue,
         "passed": all(i.status != "FAIL" for i in items),
     }
 
@@ -156,6 +157,11 @@ def print_report(doc: dict[str, object], console: Console) -> None:
                           f"{a['severity']} {a['burn_rate']:g}x ({a['long_window']}/{a['short_window']}) "
                           f"from {a['first_fired_s']:.0f} s, {a['evaluations_firing']} evaluations"
                           for a in fired) or "none fired"), markup=False)
+        overdue = run["replicas_overdue"]
+        fired_at = overdue["first_fired_s"]
+        paged = f"paged at {fired_at:.0f} s" if fired_at is not None else "did not page"
+        console.print(f"  {overdue['alert']} (replicas wanted for {overdue['wanted_for_s']} s and not "
+                      f"serving): {paged}", markup=False)
 
 
 def command(args: argparse.Namespace) -> int:

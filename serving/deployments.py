@@ -27,6 +27,7 @@ from serving.manifests import MANAGED, POOL_LABEL
 from serving.models import Quantization
 from serving.profiles import SliceKind
 from serving.sharing import Sharing
+from serving.simulator.prometheus import predictor_deployment as deployment_name
 from serving.slices import SharingMode
 from serving.slo_rules import prometheus_rule, rule_notes
 from serving.tiers import TierSpec
@@ -254,7 +255,7 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
 
 def predictor_deployment(plan: ModelRegionPlan) -> str:
     """KServe's Standard mode names the predictor Deployment `<isvc>-predictor`."""
-    return f"{plan.model}-predictor"
+    return deployment_name(plan.model)
 
 
 def scaled_object(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
@@ -308,7 +309,8 @@ def slo_rule(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
     """The model's latency SLO rules, on the series the PodMonitor scrapes (the operator loads
     rules from every namespace: components/addons.py opens its rule selector)."""
     return prometheus_rule(plan.model, cluster.namespace, plan.tier_spec,
-                           _meta(f"{plan.model}-slo", cluster.namespace, plan.model))
+                           _meta(f"{plan.model}-slo", cluster.namespace, plan.model),
+                           overdue=(predictor_deployment(plan), pod.replica_overdue_s(plan.cold_start)))
 
 
 def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]:

@@ -46,6 +46,7 @@ new deployment's first minutes, all its windows hold, would read as a 3-day burn
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from serving.burn_alerts import (
@@ -65,6 +66,13 @@ from serving.burn_alerts import (
     windows,
 )
 from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, RUNNING, TTFT, TTFT_BUCKETS
+from serving.simulator.prometheus import (
+    DEPLOYMENT_AVAILABLE,
+    DEPLOYMENT_SPEC,
+    DEPLOYMENT_UPDATED,
+    HPA_DESIRED,
+    keda_hpa,
+)
 from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
 ALERT = "RtipLatencyBudgetBurn"
@@ -81,13 +89,11 @@ FALLBACK_ALERT = "RtipAutoscalerQueryFailing"
 # the chart's ServiceMonitor keeps the target's own `namespace`, so Prometheus renames KEDA's to
 # `exported_namespace` (honor_labels false).
 SCALED_OBJECT_ERRORS = "keda_scaled_object_errors_total"
+OVERDUE_ALERT = "RtipReplicasOverdue"
+OVERDUE_FOR = "2m"  # four of kube-state-metrics' 30 s scrapes: one late sample does not page
 
 
 RECORD = "slo:sli_error:ratio_rate{window}"
-
-
-def keda_hpa(scaled_object: str) -> str:
-    return f"keda-hpa-{scaled_object}"
 
 
 class UnmeasurableTarget(ValueError):
@@ -146,9 +152,11 @@ def alerts_that_can_fire(tier: TierSpec) -> tuple[tuple[BurnAlert, ...], tuple[B
     return can_fire(tier.tail)
 
 
-def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[str, Any]) -> dict[str, Any]:
+def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[str, Any],
+                    overdue: tuple[str, float] | None = None) -> dict[str, Any]:
     """The PrometheusRule body of one model's latency SLO; its series are the model's pods in
-    `namespace`."""
+    `namespace`. `overdue`: the predictor Deployment's name and how long a replica may take to
+    serve, for `overdue_rule`."""
     kept, _ = alerts_that_can_fire(tier)
     series = {"model": model, "tier": str(tier.tier)}
     records = [{"record": RECORD.format(window=w), "expr": error_ratio(model, namespace, tier, w),
@@ -172,6 +180,8 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
         f"cannot see it, and its latency alerts are blind."))
     alerts.append(blind_rule(model, namespace, series))
     alerts.append(query_failing_rule(model, namespace, series))
+    if overdue is not None:
+        alerts.append(overdue_rule(model, namespace, *overdue, series))
     return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
 
 
@@ -203,6 +213,39 @@ def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, 
                  f"holds its replicas whatever the load. Check KEDA's metrics API server and operator.")
 
 
+def overdue_expr(model: str, namespace: str, deployment: str, overdue_s: float) -> str:
+    """Replicas the model's HPA has wanted throughout the last `overdue_s` beyond the most its
+    Deployment served at any moment of it: at least one wanted that long never served. A lost pod
+    whose replacement serves within a cold start, and a fleet growing a replica at a time, each
+    served within `overdue_s`, never count. A rollout is left out (KServe v0.20 rolls a
+    Standard-mode predictor with maxUnavailable 25 %, deployment_reconciler.go, so it runs short
+    on purpose)."""
+    window = f"[{math.ceil(overdue_s)}s]"
+    dep = f'namespace="{namespace}",deployment="{deployment}"'
+    wanted = (f'min_over_time({HPA_DESIRED}{{namespace="{namespace}",horizontalpodautoscaler='
+              f'"{keda_hpa(model)}"}}{window})')
+    served = f"scalar(max_over_time({DEPLOYMENT_AVAILABLE}{{{dep}}}{window}))"
+    return (f"{wanted} - {served} > 0 unless on(namespace) "
+            f"({DEPLOYMENT_UPDATED}{{{dep}}} < {DEPLOYMENT_SPEC}{{{dep}}})")
+
+
+def overdue_rule(model: str, namespace: str, deployment: str, overdue_s: float,
+                 labels: dict[str, str]) -> dict[str, Any]:
+    """A page once replicas the HPA asked for are later than any cold start should be: a new node,
+    the image, the weights and the engine with the startup probe's margin (`overdue_s`). The fleet
+    is then short of what the plan sized for its tier and a zone loss. On EKS a zone outage does
+    this: Karpenter launches the replacements' nodes only in the lost zone until it is listed in
+    `zones_down`. So do exhausted GPU capacity or quota, a failing image pull, and a replica the
+    startup probe keeps restarting."""
+    return page_rule(OVERDUE_ALERT, overdue_expr(model, namespace, deployment, overdue_s), OVERDUE_FOR,
+                     labels, f"{model} lacks replicas it has wanted for {overdue_s / 60:.0f} minutes",
+                     f"The HPA of {model} has asked for more replicas than serve for over "
+                     f"{overdue_s:.0f} s, longer than a cold start with a new node: the fleet is short of "
+                     f"its sizing. Look for Pending predictor pods (GPU capacity or quota; on EKS, a "
+                     f"zone outage: list the zone in the region's zones_down and run pulumi up), "
+                     f"image pulls and startup-probe restarts.")
+
+
 def rule_notes(model: str, tier: TierSpec) -> list[str]:
     """What the plan should say about a model's rules: the alerts a wide tail drops. (Where each
     tier's targets are read is in the plan's tier table: `bounds`.)"""
@@ -212,7 +255,9 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
 
 
 __all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BLIND_ALERT", "BLIND_FOR", "BURN_ALERTS",
-           "FALLBACK_ALERT", "HPA_CONDITION", "MIN_MISSES", "PROMETHEUS_RULE", "RECORD",
-           "SCALED_OBJECT_ERRORS", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire", "blind_rule",
-           "bound", "bounds", "error_ratio", "keda_hpa", "min_requests", "prometheus_rule",
-           "query_failing_rule", "requests_in", "rule_notes", "threshold", "windows"]
+           "DEPLOYMENT_AVAILABLE", "DEPLOYMENT_SPEC", "DEPLOYMENT_UPDATED", "FALLBACK_ALERT",
+           "HPA_CONDITION", "HPA_DESIRED", "MIN_MISSES", "OVERDUE_ALERT", "OVERDUE_FOR", "PROMETHEUS_RULE",
+           "RECORD", "SCALED_OBJECT_ERRORS", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire",
+           "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa", "min_requests", "overdue_expr",
+           "overdue_rule", "prometheus_rule", "query_failing_rule", "requests_in", "rule_notes",
+           "threshold", "windows"]

@@ -13,10 +13,23 @@ from __future__ import annotations
 
 import math
 
+from serving._model_pod import replica_overdue_s
+from serving.deployments import predictor_deployment
 from serving.simulator.promql import Store, duration_s
 from serving.simulator.promql import evaluate as promql
-from serving.slo_rules import alerts_that_can_fire, error_ratio, min_requests, requests_in, threshold, windows
+from serving.slo_rules import (
+    OVERDUE_ALERT,
+    OVERDUE_FOR,
+    alerts_that_can_fire,
+    error_ratio,
+    min_requests,
+    overdue_expr,
+    requests_in,
+    threshold,
+    windows,
+)
 from serving.tiers import TierSpec
+from stacks.model_plan import ModelRegionPlan
 
 EVALUATION_INTERVAL_S = 30.0  # the Prometheus CRD's default `evaluationInterval`
 
@@ -56,4 +69,31 @@ def burn_alerts(store: Store, model: str, namespace: str, tier: TierSpec, end_s:
     return out
 
 
-__all__ = ["EVALUATION_INTERVAL_S", "burn_alerts"]
+def first_fired_s(store: Store, expr: str, held_s: float, end_s: float,
+                  every_s: float = EVALUATION_INTERVAL_S) -> float | None:
+    """When an alert of `expr` held for `held_s` first fires, evaluated as Prometheus's rule
+    manager does: pending from the first evaluation that returns a series, firing at the first
+    one at least `held_s` later with the expression still true throughout; None if never."""
+    since: float | None = None
+    for i in range(1, int(end_s // every_s) + 1):
+        t = every_s * i
+        value = promql(expr, store, t)
+        if isinstance(value, dict) and value:
+            since = t if since is None else since
+            if t - since >= held_s:
+                return t
+        else:
+            since = None
+    return None
+
+
+def overdue_page(store: Store, mp: ModelRegionPlan, namespace: str, end_s: float) -> dict[str, object]:
+    """The model's replicas-overdue page (serving/slo_rules.py `overdue_rule`) over the run: the
+    very expression its PrometheusRule holds, with the rule's `for`."""
+    overdue_s = replica_overdue_s(mp.cold_start)
+    expr = overdue_expr(mp.model, namespace, predictor_deployment(mp), overdue_s)
+    return {"alert": OVERDUE_ALERT, "wanted_for_s": math.ceil(overdue_s),
+            "first_fired_s": first_fired_s(store, expr, duration_s(OVERDUE_FOR), end_s)}
+
+
+__all__ = ["EVALUATION_INTERVAL_S", "burn_alerts", "first_fired_s", "overdue_page"]

@@ -75,9 +75,11 @@ QUERIES = [
 TIMES = ["1m", "2m", "3m14s", "3m15s", "3m16s", "4m", "6m"]
 
 
-def _store() -> Store:
+def _store(series_notation: dict[str, str] | None = None, step_s: float = STEP_S) -> Store:
+    """A simulated Prometheus holding `series_notation` (promtool's expanding notation, one
+    sample a `step_s` from 0 s); SERIES by default."""
     s = Store()
-    for series, notation in SERIES.items():
+    for series, notation in (series_notation or SERIES).items():
         name, labels = series.split("{")
         key = tuple(sorted(tuple(kv.split("=")) for kv in labels.rstrip("}").replace('"', "").split(",")))
         i = 0
@@ -86,12 +88,12 @@ def _store() -> Store:
                 i += int(part.partition("x")[2] or 1)
                 continue
             if part == "stale":  # promtool's staleness marker, at the next step
-                s.series(name)[key].stale_at = i * STEP_S  # type: ignore[index]
+                s.series(name)[key].stale_at = i * step_s  # type: ignore[index]
                 i += 1
                 continue
             value, _, count = part.partition("x")
             for _ in range(int(count or 0) + 1):
-                s.add(i * STEP_S, name, key, float(value))  # type: ignore[arg-type]
+                s.add(i * step_s, name, key, float(value))  # type: ignore[arg-type]
                 i += 1
     return s
 

@@ -28,7 +28,38 @@ TARGET_SERIES = (UP, SCRAPE_DURATION)  # the series Prometheus writes itself for
 # deletion timestamp, labelled namespace, pod and uid (kube-prometheus-stack keeps them: its
 # ServiceMonitor honours the exporter's labels), valued the Unix time of the deletion request.
 POD_DELETION = "kube_pod_deletion_timestamp"
+# And its workload families (internal/store/horizontalpodautoscaler.go, deployment.go), labelled
+# namespace and horizontalpodautoscaler or deployment: what the HPA last decided; the replicas the
+# Deployment is asked for; its pods with the current template, not being deleted (Pending ones
+# too); those Ready and not being deleted (its ReplicaSets' availableReplicas).
+HPA_DESIRED = "kube_horizontalpodautoscaler_status_desired_replicas"
+DEPLOYMENT_SPEC = "kube_deployment_spec_replicas"
+DEPLOYMENT_UPDATED = "kube_deployment_status_replicas_updated"
+DEPLOYMENT_AVAILABLE = "kube_deployment_status_replicas_available"
+
+
+def keda_hpa(scaled_object: str) -> str:
+    """The HPA KEDA makes for a ScaledObject (KEDA controllers/keda/hpa.go getDefaultHpaName)."""
+    return f"keda-hpa-{scaled_object}"
+
+
+def predictor_deployment(model: str) -> str:
+    """KServe's Standard mode names an InferenceService's predictor Deployment `<isvc>-predictor`."""
+    return f"{model}-predictor"
 _INVALID_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def workload_samples(store: Store, now: float, namespace: str, model: str, spec: int, pods: int,
+                     available: int) -> None:
+    """kube-state-metrics' samples of a model's HPA and predictor Deployment: the HPA's decision
+    `spec`, the `pods` not being deleted (all of the current template: no rollout runs in the
+    simulator) and the `available` ones."""
+    hpa = (("namespace", namespace), ("horizontalpodautoscaler", keda_hpa(model)))
+    dep = (("namespace", namespace), ("deployment", predictor_deployment(model)))
+    store.add(now, HPA_DESIRED, hpa, float(spec))
+    store.add(now, DEPLOYMENT_SPEC, dep, float(spec))
+    store.add(now, DEPLOYMENT_UPDATED, dep, float(pods))
+    store.add(now, DEPLOYMENT_AVAILABLE, dep, float(available))
 
 
 def pod_target_label(pod_label: str) -> str:
@@ -140,5 +171,7 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
     return start + (pairs[b][0] - start) * (rank / count if count else 1.0)
 
 
-__all__ = ["LOOKBACK_S", "POD_DELETION", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series",
-           "Store", "bucket_quantile", "extrapolated_rate", "pod_target_label"]
+__all__ = ["DEPLOYMENT_AVAILABLE", "DEPLOYMENT_SPEC", "DEPLOYMENT_UPDATED", "HPA_DESIRED", "LOOKBACK_S",
+           "POD_DELETION", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series",
+           "Store", "bucket_quantile", "extrapolated_rate", "keda_hpa", "pod_target_label",
+           "predictor_deployment", "workload_samples"]

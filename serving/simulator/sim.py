@@ -24,7 +24,14 @@ from serving.simulator.config import FULLEST, EngineConfig, FleetConfig, Targets
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
-from serving.simulator.prometheus import POD_DELETION, SCRAPE_DURATION, TARGET_SERIES, UP
+from serving.simulator.prometheus import (
+    POD_DELETION,
+    SCRAPE_DURATION,
+    TARGET_SERIES,
+    UP,
+    predictor_deployment,
+    workload_samples,
+)
 from serving.simulator.promql import Store
 from serving.simulator.results import ReplicaStart, SimResult
 from serving.simulator.router import Router, make_router
@@ -217,9 +224,14 @@ class Simulation:
             for name, extra, value in engine.metrics.samples(len(engine.running), len(engine.waiting),
                                                               engine.kv.usage, util):
                 self.store.add(now, name, labels + extra if extra else labels, value)
+        # kube-state-metrics' workload series, the exporter taken as answering and scraped with
+        # the model (as for `_deletion_sample`); a lost pod is unavailable from the loss, where
+        # Kubernetes marks it NotReady 40-50 s later.
+        workload_samples(self.store, now, self.cfg.namespace, self.cfg.model_name, self.fleet.spec_replicas,
+                         self.status_replicas, self.fleet.count(READY))
 
     def _pod(self, r: Replica) -> str:
-        return f"{self.cfg.model_name}-predictor-{r.rid}"
+        return f"{predictor_deployment(self.cfg.model_name)}-{r.rid}"
 
     def _deletion_sample(self, now: float, r: Replica, pod: str) -> None:
         """kube-state-metrics' series of a pod with a deletion timestamp, as long as the pod
