@@ -20,6 +20,9 @@ zone-loss item:
   pins every new node to the lost zone: stacks/simulation.py), each judged over the zone-loss
   window and over the rest of the run after it (an outage outlasts the window).
 
+Every run also says when the model's replicas-overdue page would have fired after the loss
+(`overdue_paged_after_s`, None if never: serving/slo_rules.py `overdue_rule`).
+
 Writes benchmarks/results/lost_pods.json.
 """
 
@@ -43,8 +46,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import autoscaling as bench  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
-from serving.simulator import FULLEST, Failover, KedaAutoscaler, ZoneFailure, load_azure_2023, simulate  # noqa: E402
+from serving.simulator import FULLEST, Failover, KedaAutoscaler, Simulation, ZoneFailure, load_azure_2023  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
+from stacks.slo_alerts import overdue_page  # noqa: E402
 from stacks.slo_check import busiest_minute, checklist, figures, last_whole_window_start  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "lost_pods.json"
@@ -92,7 +96,10 @@ def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.
     cfg = dep.sim_config((failure,), fleet=fleet)
     if blind_s:
         cfg = replace(cfg, metric_outages=((at, at + blind_s),))
-    result = simulate(trace, cfg, "least-loaded", auto)
+    sim = Simulation(trace, cfg, "least-loaded", auto)
+    result = sim.run()
+    # The replicas-overdue page over the run (its PrometheusRule's expression and `for`).
+    paged = overdue_page(sim.store, dep.plan, cfg.namespace, result.end_s)["first_fired_s"]
     moved = replace(dep, fleet=fleet if judged is None else replace(fleet, failover=judged))
     item = checklist(result, moved, trace, failure)[3]
     figs = figures(result, moved)
@@ -109,6 +116,7 @@ def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.
             # When the first two replacements could serve (the VL model's code moment needs two).
             "replacements_ready_after_s": [round(r - at, 1) for r in ready[:2]],
             "held_at_loss": held,
+            "overdue_paged_after_s": None if paged is None else round(paged - at, 1),
             "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"]}
 
 
@@ -178,7 +186,8 @@ def _describe(row: dict[str, Any]) -> str:
     w, wo = row["with_term"], row["without_term"]
     blind = ", ".join(f"blind {k}: {v['bad_share']:.2%} {v['status']}" for k, v in row["blind"].items())
     nodes = "; ".join(f"new nodes {k}: {v['bad_share']:.2%} {v['status']}, after the window "
-                      f"{v['after_window']['bad_share']}" for k, v in row["new_nodes_while_down"].items())
+                      f"{v['after_window']['bad_share']}, overdue page +{v['overdue_paged_after_s']} s"
+                      for k, v in row["new_nodes_while_down"].items())
     return (f": with the term {w['bad_share']:.2%} {w['status']} (first replacement "
             f"+{w['first_replacement_after_s']} s, {w['gpu_hours']:.2f} GPU-h), without "
             f"{wo['bad_share']:.2%} {wo['status']} (+{wo['first_replacement_after_s']} s, "

@@ -129,9 +129,10 @@ def test_a_replacement_that_finds_no_node_pages_and_one_that_serves_does_not() -
 
 def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() -> None:
     """Each emitted rule names the HPA KEDA makes for the model's ScaledObject and the Deployment
-    its ScaledObject scales, over a window of the model's cold start with a new node: provisioning
-    and node init, then 1.5x the image pull, weights and engine start (the startup probe's
-    allowance, serving/_model_pod.py)."""
+    its ScaledObject scales, over a window of one loss with its zone and the model's cold start
+    with a new node: 90 s to the lost pod's eviction (a 50 s grace, 5 s for the monitor to see it
+    and 5 more to taint, then the predictors' 30 s toleration), provisioning and node init, then
+    1.5x the image pull, weights and engine start (the startup probe's allowance)."""
     plan = plan_of("prod")
     resources = [r for r in record_of("prod").resources
                  if r.inputs.get("kind") in ("ScaledObject", "PrometheusRule")]
@@ -147,7 +148,7 @@ def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() ->
                  if g["name"] == f"{name}-latency-slo" for a in g["rules"]]
         (page,) = [a for a in rules if a.get("alert") == OVERDUE_ALERT]
         cold = next(m.cold_start for m in plan.models if m.model == name)  # the same in every region
-        window = cold.node_provisioning_s + cold.node_init_s + 1.5 * (
+        window = 90 + cold.node_provisioning_s + cold.node_init_s + 1.5 * (
             cold.image_pull_s + cold.weights_load_s + cold.engine_start_s)
         assert f'horizontalpodautoscaler="keda-hpa-{name}"}}[{int(np.ceil(window))}s]' in page["expr"]
         assert f'deployment="{target}"' in page["expr"] and page["labels"]["severity"] == "page"
