@@ -130,6 +130,12 @@ def startup_allowance_s(cold: ColdStart) -> int:
     return math.ceil((cold.image_pull_s + cold.weights_load_s + cold.engine_start_s) * STARTUP_MARGIN)
 
 
+def replica_overdue_s(cold: ColdStart) -> float:
+    """How long after its creation a predictor pod must serve: a new node (provisioned and
+    joined), then whatever the startup probe allows (after that it restarts the container)."""
+    return cold.node_provisioning_s + cold.node_init_s + startup_allowance_s(cold)
+
+
 def probes(cold: ColdStart) -> dict[str, Any]:
     def http(period: int, failures: int) -> dict[str, Any]:
         return {"httpGet": {"path": HEALTH_PATH, "port": VLLM_PORT}, "periodSeconds": period,
@@ -240,5 +246,5 @@ def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
 __all__ = ["HEALTH_PATH", "HOME", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "RUN_AS", "STARTUP_MARGIN",
            "UNREACHABLE_TAINT", "UNREACHABLE_TOLERATION_S", "VLLM_PORT", "ZONE_KEY", "container_resources",
            "device_memory_gb", "env", "gpu_memory_utilization", "node_share", "probes",
-           "security_context", "shm_gib", "spread", "startup_allowance_s",
+           "replica_overdue_s", "security_context", "shm_gib", "spread", "startup_allowance_s",
            "tolerations", "unreachable_toleration", "vllm_args", "volumes", "zone_spread"]

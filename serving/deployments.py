@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from serving import _model_pod as pod
-from serving import drain, failover
+from serving import drain
 from serving._model_pod import MODEL_LABEL
 from serving.autoscaling import POLLING_INTERVAL_S, SCRAPE_TIMEOUT_S, Autoscaling
 from serving.charts import IMAGES, Image, UnpinnedError, pinned_ref
@@ -310,7 +310,7 @@ def slo_rule(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
     rules from every namespace: components/addons.py opens its rule selector)."""
     return prometheus_rule(plan.model, cluster.namespace, plan.tier_spec,
                            _meta(f"{plan.model}-slo", cluster.namespace, plan.model),
-                           overdue=(predictor_deployment(plan), failover.replica_overdue_s(plan.cold_start)))
+                           overdue=(predictor_deployment(plan), pod.replica_overdue_s(plan.cold_start)))
 
 
 def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]:

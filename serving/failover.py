@@ -87,9 +87,8 @@ from __future__ import annotations
 
 import yaml
 
-from serving._model_pod import UNREACHABLE_TAINT, startup_allowance_s
+from serving._model_pod import UNREACHABLE_TAINT
 from serving._model_pod import tolerations as pod_tolerations
-from serving.coldstart import ColdStart
 from serving.simulator import Failover
 from serving.simulator.promql import duration_s
 
@@ -209,15 +208,6 @@ def failover(picker: dict[str, object], tolerations: list[dict[str, object]]) ->
                     evict_every_s=NODE_EVICTION_EVERY_S)
 
 
-def replica_overdue_s(cold: ColdStart) -> float:
-    """How long after the HPA asks for a replica it must serve: a new node (provisioned and
-    joined), then whatever the startup probe allows (after that it restarts the container), after
-    one loss with its zone at the worst moment (the replica, about to serve, is replaced only at
-    its eviction: a lost pod still counts for its ReplicaSet until then)."""
-    node_s = cold.node_provisioning_s + cold.node_init_s
-    return predictor_failover().evict_s + node_s + startup_allowance_s(cold)
-
-
 def predictor_failover() -> Failover:
     """`failover` for the predictors as emitted: the picker's values and the pods' tolerations (a
     pool's own taints add none for the unreachable one)."""
@@ -226,5 +216,5 @@ def predictor_failover() -> Failover:
 
 __all__ = ["DEFAULT_TOLERATION_S", "NODE_EVICTION_EVERY_S", "NODE_MONITOR_GRACE_S", "NODE_MONITOR_PERIOD_S",
            "PICKER_HANDOVER_S", "PLUGINS_FILE", "STALE_AFTER", "STUCK_CONNECTION_S", "failover",
-           "picker_config", "picker_values", "predictor_failover", "replica_overdue_s", "stale_filter_s",
+           "picker_config", "picker_values", "predictor_failover", "stale_filter_s",
            "unreachable_toleration_s"]

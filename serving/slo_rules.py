@@ -66,13 +66,7 @@ from serving.burn_alerts import (
     windows,
 )
 from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, RUNNING, TTFT, TTFT_BUCKETS
-from serving.simulator.prometheus import (
-    DEPLOYMENT_AVAILABLE,
-    DEPLOYMENT_SPEC,
-    DEPLOYMENT_UPDATED,
-    HPA_DESIRED,
-    keda_hpa,
-)
+from serving.simulator.prometheus import POD_CREATED, POD_DELETION, POD_READY, keda_hpa
 from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
 ALERT = "RtipLatencyBudgetBurn"
@@ -90,7 +84,9 @@ FALLBACK_ALERT = "RtipAutoscalerQueryFailing"
 # `exported_namespace` (honor_labels false).
 SCALED_OBJECT_ERRORS = "keda_scaled_object_errors_total"
 OVERDUE_ALERT = "RtipReplicasOverdue"
-OVERDUE_FOR = "2m"  # four of kube-state-metrics' 30 s scrapes: one late sample does not page
+# Four of kube-state-metrics' 30 s scrapes (the chart's ServiceMonitor takes Prometheus's default
+# interval): a pod that turns Ready just past its window, or a scrape the exporter misses, pages no one.
+OVERDUE_FOR = "2m"
 
 
 RECORD = "slo:sli_error:ratio_rate{window}"
@@ -214,36 +210,36 @@ def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, 
 
 
 def overdue_expr(model: str, namespace: str, deployment: str, overdue_s: float) -> str:
-    """Replicas the model's HPA has wanted throughout the last `overdue_s` beyond the most its
-    Deployment served at any moment of it: at least one wanted that long never served. A lost pod
-    whose replacement serves within a cold start, and a fleet growing a replica at a time, each
-    served within `overdue_s`, never count. A rollout is left out (KServe v0.20 rolls a
-    Standard-mode predictor with maxUnavailable 25 %, deployment_reconciler.go, so it runs short
-    on purpose)."""
-    window = f"[{math.ceil(overdue_s)}s]"
-    dep = f'namespace="{namespace}",deployment="{deployment}"'
-    wanted = (f'min_over_time({HPA_DESIRED}{{namespace="{namespace}",horizontalpodautoscaler='
-              f'"{keda_hpa(model)}"}}{window})')
-    served = f"scalar(max_over_time({DEPLOYMENT_AVAILABLE}{{{dep}}}{window}))"
-    return (f"{wanted} - {served} > 0 unless on(namespace) "
-            f"({DEPLOYMENT_UPDATED}{{{dep}}} < {DEPLOYMENT_SPEC}{{{dep}}})")
+    """The model's predictor pods older than `overdue_s` that were not Ready at any scrape of the
+    last `overdue_s` and are not being deleted (kube-state-metrics' pod series; a pod is named
+    `<deployment>-<ReplicaSet hash>-<suffix>`). Each pod has its own clock: a replacement, a
+    rollout's new pod or a pod of a scale-up counts from its creation, so a pod that serves within
+    a cold start never counts, while an unscheduled pod (no Ready condition at all) or one stuck
+    not Ready does. A pod being drained or evicted has a deletion timestamp and does not count."""
+    window = math.ceil(overdue_s)
+    pods = f'namespace="{namespace}",pod=~"{deployment}-[a-z0-9]+-[a-z0-9]+"'
+    ready = f'max_over_time({POD_READY}{{{pods},condition="true"}}[{window}s])'
+    return (f"{POD_CREATED}{{{pods}}} < time() - {window} unless on(namespace, pod) {ready} == 1 "
+            f'unless on(namespace, pod) {POD_DELETION}{{namespace="{namespace}"}}')
 
 
 def overdue_rule(model: str, namespace: str, deployment: str, overdue_s: float,
                  labels: dict[str, str]) -> dict[str, Any]:
-    """A page once replicas the HPA asked for are later than any cold start should be: a new node,
-    the image, the weights and the engine with the startup probe's margin (`overdue_s`). The fleet
-    is then short of what the plan sized for its tier and a zone loss. On EKS a zone outage does
-    this: Karpenter launches the replacements' nodes only in the lost zone until it is listed in
-    `zones_down`. So do exhausted GPU capacity or quota, a failing image pull, and a replica the
-    startup probe keeps restarting."""
+    """A page once a predictor pod of the model has gone longer without serving than any cold
+    start takes: a new node, the image, the weights and the engine with the startup probe's margin
+    (`overdue_s`). The fleet is then short of what the plan sized for its tier and a zone loss. On
+    EKS a zone outage does this: Karpenter launches the replacements' nodes only in the lost zone
+    until it is listed in `zones_down`. So do exhausted GPU capacity, a failing image pull, a
+    replica the startup probe keeps restarting, and a lost pod never evicted (a zone partially
+    disrupted, where the node lifecycle controller stops evicting). A pod that is never created (a
+    namespace quota, an admission webhook down) is not a pod, and does not show here."""
     return page_rule(OVERDUE_ALERT, overdue_expr(model, namespace, deployment, overdue_s), OVERDUE_FOR,
-                     labels, f"{model} lacks replicas it has wanted for {overdue_s / 60:.0f} minutes",
-                     f"The HPA of {model} has asked for more replicas than serve for over "
-                     f"{overdue_s:.0f} s, longer than a cold start with a new node: the fleet is short of "
-                     f"its sizing. Look for Pending predictor pods (GPU capacity or quota; on EKS, a "
-                     f"zone outage: list the zone in the region's zones_down and run pulumi up), "
-                     f"image pulls and startup-probe restarts.")
+                     labels, f"{model} has a replica that has not served for {overdue_s / 60:.0f} minutes",
+                     f"A predictor pod of {model} has not been Ready for over {overdue_s:.0f} s, longer than "
+                     f"a cold start with a new node: the fleet is short of its sizing. If it is Pending, "
+                     f"look at GPU capacity and quota; on EKS, during a zone outage, list the zone in the "
+                     f"region's zones_down and run pulumi up. Otherwise look at its image pull and its "
+                     f"startup-probe restarts.")
 
 
 def rule_notes(model: str, tier: TierSpec) -> list[str]:
@@ -255,8 +251,7 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
 
 
 __all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BLIND_ALERT", "BLIND_FOR", "BURN_ALERTS",
-           "DEPLOYMENT_AVAILABLE", "DEPLOYMENT_SPEC", "DEPLOYMENT_UPDATED", "FALLBACK_ALERT",
-           "HPA_CONDITION", "HPA_DESIRED", "MIN_MISSES", "OVERDUE_ALERT", "OVERDUE_FOR", "PROMETHEUS_RULE",
+           "FALLBACK_ALERT", "HPA_CONDITION", "MIN_MISSES", "OVERDUE_ALERT", "OVERDUE_FOR", "PROMETHEUS_RULE",
            "RECORD", "SCALED_OBJECT_ERRORS", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire",
            "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa", "min_requests", "overdue_expr",
            "overdue_rule", "prometheus_rule", "query_failing_rule", "requests_in", "rule_notes",

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
+from serving._model_pod import replica_overdue_s
 from serving.deployments import predictor_deployment
-from serving.failover import replica_overdue_s
 from serving.simulator.promql import Store, duration_s
 from serving.simulator.promql import evaluate as promql
 from serving.slo_rules import (

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from serving.simulator import (
     EngineConfig,
@@ -34,34 +33,39 @@ from tests.test_promql_subquery import _labels, _seconds
 
 NS = "rtip-models"
 LABELS = {"model": "m", "tier": "interactive"}
-# Ten minutes a replica may take here (a stack's come from its cold start: below).
+# Ten minutes a pod may take here (a stack's come from its cold start: below).
 OVERDUE_S = 600.0
 
 
-def _series(desired: str, available: str, updated: str = "3x40", spec: str = "3x40") -> dict[str, str]:
-    """Model m's HPA and Deployment as kube-state-metrics exports them, one sample a minute, with
-    another model's Deployment beside them, short throughout."""
-    dep = f'namespace="{NS}",deployment="m-predictor"'
-    return {
-        f'kube_horizontalpodautoscaler_status_desired_replicas{{namespace="{NS}",'
-        f'horizontalpodautoscaler="keda-hpa-m"}}': desired,
-        f"kube_deployment_status_replicas_available{{{dep}}}": available,
-        f"kube_deployment_status_replicas_updated{{{dep}}}": updated,
-        f"kube_deployment_spec_replicas{{{dep}}}": spec,
-        f'kube_deployment_status_replicas_available{{namespace="{NS}",deployment="other-predictor"}}': "0x40",
-    }
+def _pod(name: str, created: str, ready: str | None = None, deleted: str | None = None) -> dict[str, str]:
+    """One pod's series as kube-state-metrics exports them, one sample a minute (promtool's
+    notation; `time()` is seconds from 0, so a creation at minute 5 is valued 300)."""
+    sel = f'namespace="{NS}",pod="{name}",uid="u-{name}"'
+    out = {f"kube_pod_created{{{sel}}}": created}
+    if ready is not None:
+        out[f'kube_pod_status_ready{{{sel},condition="true"}}'] = ready
+    if deleted is not None:
+        out[f"kube_pod_deletion_timestamp{{{sel}}}"] = deleted
+    return out
 
 
-# A replica lost at minute 11 and never back: from minute 20 no sample of the last ten minutes
-# (minutes 11-20) had 3 available, so the page holds from 20 and fires at 22.
-LOST = _series("3x40", "3x10 2x30")
-# The replacement serves at minute 18, within the ten minutes: nothing.
-REPLACED = _series("3x40", "3x10 2x7 3x22")
-# Growth: the HPA asks for a fourth replica at 11 and a fifth at 21, each served 8 minutes later.
-# Whatever it wanted throughout any ten minutes was served within them: nothing.
-GROWING = _series("3x10 4x10 5x19", "3x18 4x10 5x11")
-# A rollout (KServe: maxUnavailable 25 %) that runs short for 20 minutes: left out.
-ROLLOUT = _series("3x40", "3x10 2x20 3x9", updated="3x10 2x20 3x9")
+# A replacement created at minute 5 that never gets a node (no Ready condition at all): older than
+# ten minutes from minute 16 (300 < 960 - 600), so pending then and firing at 18.
+PENDING = _pod("m-predictor-7d9f8-abc12", "_x5 300x40")
+# A pod serving since minute 3 whose engine then stays down from minute 20 (the startup probe keeps
+# restarting it): its last Ready sample (minute 19) leaves the ten-minute window at minute 29 (a
+# range holds (t - 10m, t]), so it is pending then and firing at 31.
+STUCK = _pod("m-predictor-7d9f8-def34", "0x45", ready="0x2 1x16 0x26")
+QUIET = {
+    # Created at 0, Ready from minute 3: a cold start within the window.
+    **_pod("m-predictor-7d9f8-ghi56", "0x45", ready="0x2 1x42"),
+    # Down from minute 20 to 26 (a restart within a cold start), then Ready again.
+    **_pod("m-predictor-7d9f8-jkl78", "0x45", ready="1x19 0x6 1x19"),
+    # Not Ready from minute 20, but being deleted from then (drained or evicted).
+    **_pod("m-predictor-7d9f8-mno90", "0x45", ready="1x19 0x25", deleted="_x20 1200x24"),
+    # Another model's pod, never Ready.
+    **_pod("other-predictor-7d9f8-pqr12", "0x45"),
+}
 
 
 def _rule() -> dict:
@@ -69,17 +73,18 @@ def _rule() -> dict:
 
 
 def test_the_page_fires_when_promtool_says_and_only_then(tmp_path: Path) -> None:
-    firing = [{"exp_labels": {"severity": "page", **LABELS, "namespace": NS,
-                              "horizontalpodautoscaler": "keda-hpa-m"},
-               "exp_annotations": _rule()["annotations"]}]
+    def firing(pod: str) -> list[dict]:
+        return [{"exp_labels": {"severity": "page", **LABELS, "namespace": NS, "pod": pod, "uid": f"u-{pod}"},
+                 "exp_annotations": _rule()["annotations"]}]
 
     def case(series: dict[str, str], expected: list[tuple[str, list]]) -> dict:
         return {"interval": "1m", "input_series": [{"series": k, "values": v} for k, v in series.items()],
                 "alert_rule_test": [{"eval_time": t, "alertname": OVERDUE_ALERT, "exp_alerts": fired}
                                     for t, fired in expected]}
-    quiet = [(t, []) for t in ("12m", "20m", "21m", "30m", "39m")]
-    tests = [case(LOST, [("19m", []), ("21m", []), ("22m", firing), ("39m", firing)]),
-             case(REPLACED, quiet), case(GROWING, quiet), case(ROLLOUT, quiet)]
+    pending, stuck = firing("m-predictor-7d9f8-abc12"), firing("m-predictor-7d9f8-def34")
+    tests = [case({**PENDING, **QUIET}, [("15m", []), ("17m", []), ("18m", pending), ("44m", pending)]),
+             case({**STUCK, **QUIET}, [("28m", []), ("30m", []), ("31m", stuck), ("44m", stuck)]),
+             case(QUIET, [(t, []) for t in ("12m", "20m", "27m", "33m", "44m")])]
     done = promtool.run_rule_tests([{"name": "m", "rules": [_rule()]}], tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "zones_down" in _rule()["annotations"]["description"]
@@ -87,8 +92,8 @@ def test_the_page_fires_when_promtool_says_and_only_then(tmp_path: Path) -> None
 
 def test_the_simulated_promql_reads_it_as_prometheus_does(tmp_path: Path) -> None:
     expr = overdue_expr("m", NS, "m-predictor", OVERDUE_S)
-    times = ["10m", "19m", "20m", "25m", "38m"]
-    for series in (LOST, REPLACED, GROWING, ROLLOUT):
+    times = ["10m", "16m", "20m", "30m", "38m"]
+    for series in ({**PENDING, **QUIET}, {**STUCK, **QUIET}):
         want = promtool.evaluate(series, [(expr, t) for t in times], tmp_path, interval="1m")
         store = _store(series, step_s=60.0)
         for at, named in zip(times, want, strict=True):
@@ -96,7 +101,7 @@ def test_the_simulated_promql_reads_it_as_prometheus_does(tmp_path: Path) -> Non
             assert isinstance(got, dict)
             expected = {_unnamed(k): v for k, v in named.items()}
             assert {_labels(k): v for k, v in got.items()} == expected, (series, at)
-    assert evaluate(expr, _store(LOST, step_s=60.0), _seconds("20m")) != {}  # not vacuous
+    assert evaluate(expr, _store(PENDING, step_s=60.0), _seconds("20m")) != {}  # not vacuous
 
 
 STEP = StepTime(0.03, 0.0001, 0.012, 0.0004)
@@ -119,20 +124,18 @@ def _outage(new_nodes: bool) -> float | None:
 
 
 def test_a_replacement_that_finds_no_node_pages_and_one_that_serves_does_not() -> None:
-    # By hand: the last scrape with 3 available is at 585 s (the scrape at 600 s follows the
-    # loss); from the evaluation at 900 s (every 30 s) the 300 s window holds none, so the page is
-    # pending from 900 s and fires at 1,020 s.
-    assert _outage(new_nodes=False) == 1020.0
+    # By hand: the lost pod is evicted at 690 s (being deleted: it never counts) and its
+    # replacement created then; with no node it has no Ready condition, and it is older than
+    # 300 s once 690 < t - 300, from the evaluation at 1,020 s (every 30 s), so it fires at 1,140 s.
+    assert _outage(new_nodes=False) == 1140.0
     # A new node in zone b or c: the replacement serves at 750 s, inside every window.
     assert _outage(new_nodes=True) is None
 
 
 def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() -> None:
-    """Each emitted rule names the HPA KEDA makes for the model's ScaledObject and the Deployment
-    its ScaledObject scales, over a window of one loss with its zone and the model's cold start
-    with a new node: 90 s to the lost pod's eviction (a 50 s grace, 5 s for the monitor to see it
-    and 5 more to taint, then the predictors' 30 s toleration), provisioning and node init, then
-    1.5x the image pull, weights and engine start (the startup probe's allowance)."""
+    """Each emitted rule selects the pods of the Deployment its model's ScaledObject scales, over
+    a window of the model's cold start with a new node: provisioning and node init, then 1.5x the
+    image pull, weights and engine start (the startup probe's allowance)."""
     plan = plan_of("prod")
     resources = [r for r in record_of("prod").resources
                  if r.inputs.get("kind") in ("ScaledObject", "PrometheusRule")]
@@ -148,10 +151,11 @@ def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() ->
                  if g["name"] == f"{name}-latency-slo" for a in g["rules"]]
         (page,) = [a for a in rules if a.get("alert") == OVERDUE_ALERT]
         cold = next(m.cold_start for m in plan.models if m.model == name)  # the same in every region
-        window = 90 + cold.node_provisioning_s + cold.node_init_s + 1.5 * (
+        window = cold.node_provisioning_s + cold.node_init_s + 1.5 * (
             cold.image_pull_s + cold.weights_load_s + cold.engine_start_s)
-        assert f'horizontalpodautoscaler="keda-hpa-{name}"}}[{int(np.ceil(window))}s]' in page["expr"]
-        assert f'deployment="{target}"' in page["expr"] and page["labels"]["severity"] == "page"
+        w = int(np.ceil(window))
+        assert f'pod=~"{target}-[a-z0-9]+-[a-z0-9]+",condition="true"}}[{w}s]' in page["expr"]
+        assert f"< time() - {w} " in page["expr"] and page["labels"]["severity"] == "page"
 
 
 def test_a_rule_without_the_deployment_has_no_page() -> None:
@@ -159,6 +163,3 @@ def test_a_rule_without_the_deployment_has_no_page() -> None:
     assert OVERDUE_ALERT not in {a.get("alert") for g in rule["spec"]["groups"] for a in g["rules"]}
 
 
-@pytest.mark.parametrize("overdue_s", [300.0, 923.4])
-def test_the_window_is_whole_seconds_at_least_the_overdue_time(overdue_s: float) -> None:
-    assert f"[{int(np.ceil(overdue_s))}s]" in overdue_expr("m", NS, "m-predictor", overdue_s)

@@ -22,10 +22,13 @@ def _ksm(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]],
     return lambda v: change(v.setdefault("kube-state-metrics", {}))
 
 
-def _first_cluster_findings(record: Record) -> list[str]:
+def _first_cluster_findings(record: Record, check: str = "autoscaling") -> list[str]:
+    """The first cluster's findings about its ScaledObjects' queries (`check` "alerts": about its
+    PrometheusRules' expressions)."""
     cluster = cluster_of(record, _first_release(record))
     index = {r.urn: r for r in record.resources}
-    return [f.message for f in check_query_series(record) if cluster_of(record, index[f.urn]) == cluster]
+    return [f.message for f in check_query_series(record)
+            if f.check == check and cluster_of(record, index[f.urn]) == cluster]
 
 
 def _with_pod_monitors(change: Callable[[dict[str, Any]], None]) -> Record:
@@ -112,6 +115,19 @@ def _selector_and_monitor_labels(labels: dict[str, str]) -> Callable[[dict[str, 
     return change
 
 
+def test_an_alert_on_kube_state_metrics_series_that_never_arrive_is_reported() -> None:
+    """The replicas-overdue page reads each pod's creation and Ready condition: a deny list that
+    drops either leaves it silent, and the plan says which rule of which PrometheusRule."""
+    assert _first_cluster_findings(record_of("prod"), "alerts") == []
+    for dropped in ("kube_pod_created", "kube_pod_status_ready"):
+        record, _ = _with_values(_ksm(lambda k, d=dropped: k.update(metricDenylist=[d])))
+        found = _first_cluster_findings(record, "alerts")
+        assert found and all(f"its rule RtipReplicasOverdue selects {dropped}, but" in f
+                             and "metricDenylist" in f and f.startswith("PrometheusRule rtip-models/")
+                             for f in found)
+        assert _first_cluster_findings(record) == []  # no ScaledObject reads it
+
+
 def test_kube_state_metrics_that_does_not_watch_start_or_load_is_reported() -> None:
     """Namespaces it does not watch (read by hand from chart 8.4.0's deployment template: the
     `namespaces` list, plus its own with `releaseNamespace`, less `namespacesDenylist`), both metric
@@ -159,5 +175,8 @@ def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(mon
     record = record_of("prod")
     monkeypatch.setattr(query_series, "KSM_CHART_VERSION", "0.0.0")
     found = check_query_series(record)
-    assert len(found) == _scaled_objects(record)
+    # One warning a ScaledObject (its query's deletion timestamps), and three a model's rule (the
+    # overdue page's creation time, Ready condition and deletion timestamp).
+    assert len([f for f in found if f.check == "autoscaling"]) == _scaled_objects(record)
+    assert len([f for f in found if f.check == "alerts"]) == 3 * _scaled_objects(record)
     assert all(f.severity == "warning" and "not the 0.0.0" in f.message for f in found)

@@ -1,6 +1,7 @@
 """Will the series each ScaledObject's query selects exist, labelled as it selects them? A query
 that selects nothing reads as no load (KEDA's prometheus scaler takes an empty answer as 0), so
-a label the scrape never writes silences a term without a word.
+a label the scrape never writes silences a term without a word. The plan's PrometheusRules are
+asked the same (reported as `alerts`): an alert on a series that never arrives never fires.
 
 - a target label on `up` or `scrape_duration_seconds` other than those Prometheus's pod discovery
   gives every target (`namespace`, `pod`, `job`, ...) must come from a PodMonitor in that
@@ -36,6 +37,7 @@ from rtip.offline import Record, Resource
 from serving.simulator.prometheus import SCRAPE_DURATION, UP, pod_target_label
 
 CHECK = "autoscaling"
+RULES_CHECK = "alerts"  # the same question of the plan's own alert and recording rules
 KSM = "kube-state-metrics"
 # What Prometheus's pod discovery and the operator's relabelling put on every PodMonitor target.
 DISCOVERY_LABELS = frozenset({"namespace", "pod", "job", "instance", "container", "endpoint", "service"})
@@ -194,36 +196,53 @@ def _loaders(record: Record, cluster: Resource | None) -> list[tuple[Resource, L
     return out
 
 
+def series_problems(record: Record, cluster: Resource | None, query: str, what: str) -> list[Problem]:
+    """What `query` selects that `cluster` would not have, each said as `what` selects it."""
+    out: list[Problem] = []
+    for metric, matchers in selectors(query):
+        namespace = matchers.get("namespace")
+        if metric in (UP, SCRAPE_DURATION) and namespace is not None:
+            for label, value in matchers.items():
+                if label in DISCOVERY_LABELS:
+                    continue
+                why = target_label_problem(record, cluster, namespace, label, value)
+                if why:
+                    out.append((Severity.ERROR, f'{what} selects {metric}{{{label}="{value}"}}, but {why}'))
+        elif metric.startswith("kube_pod_") and namespace is not None:
+            loaders = _loaders(record, cluster)
+            if not loaders:
+                out.append((Severity.ERROR, f"{what} selects {metric}, but no {CHART} release on its "
+                                            f"cluster runs kube-state-metrics"))
+            for release, loader, version in loaders:
+                out += [(sev, f"{what} selects {metric}, but release {release.name}: {m}")
+                        for sev, m in ksm_problems(loader, metric, namespace)]
+                if version != KSM_CHART_VERSION:
+                    out.append((Severity.WARNING, f"release {release.name} pins {KSM} chart {version}, "
+                                                  f"not the {KSM_CHART_VERSION} this check was read "
+                                                  f"from: its {metric} conditions are unchecked there"))
+    return out
+
+
 def query_problems(record: Record, scaled: Resource) -> list[Problem]:
     """What the ScaledObject's Prometheus queries select that its cluster would not have."""
     cluster = cluster_of(record, scaled)
     out: list[Problem] = []
     for trigger in (scaled.inputs.get("spec") or {}).get("triggers") or []:
-        if trigger.get("type") != "prometheus":
-            continue
-        query = str((trigger.get("metadata") or {}).get("query") or "")
-        for metric, matchers in selectors(query):
-            namespace = matchers.get("namespace")
-            if metric in (UP, SCRAPE_DURATION) and namespace is not None:
-                for label, value in matchers.items():
-                    if label in DISCOVERY_LABELS:
-                        continue
-                    why = target_label_problem(record, cluster, namespace, label, value)
-                    if why:
-                        selected = f'{metric}{{{label}="{value}"}}'
-                        out.append((Severity.ERROR, f"its query selects {selected}, but {why}"))
-            elif metric.startswith("kube_pod_") and namespace is not None:
-                loaders = _loaders(record, cluster)
-                if not loaders:
-                    out.append((Severity.ERROR, f"its query selects {metric}, but no {CHART} release on its "
-                                                f"cluster runs kube-state-metrics"))
-                for release, loader, version in loaders:
-                    out += [(sev, f"its query selects {metric}, but release {release.name}: {m}")
-                            for sev, m in ksm_problems(loader, metric, namespace)]
-                    if version != KSM_CHART_VERSION:
-                        out.append((Severity.WARNING, f"release {release.name} pins {KSM} chart {version}, "
-                                                      f"not the {KSM_CHART_VERSION} this check was read "
-                                                      f"from: its {metric} conditions are unchecked there"))
+        if trigger.get("type") == "prometheus":
+            query = str((trigger.get("metadata") or {}).get("query") or "")
+            out += series_problems(record, cluster, query, "its query")
+    return sorted(set(out))
+
+
+def rule_problems(record: Record, rule: Resource) -> list[Problem]:
+    """What the PrometheusRule's expressions select that its cluster would not have: an alert on
+    a series that never arrives stays silent."""
+    cluster = cluster_of(record, rule)
+    out: list[Problem] = []
+    for group in (rule.inputs.get("spec") or {}).get("groups") or []:
+        for r in group.get("rules") or []:
+            name = r.get("alert") or r.get("record")
+            out += series_problems(record, cluster, str(r.get("expr") or ""), f"its rule {name}")
     return sorted(set(out))
 
 
@@ -231,14 +250,18 @@ def check_query_series(record: Record) -> list[Finding]:
     findings: list[Finding] = []
     for res in record.resources:
         kind = api_kind(res)
-        if kind is None or kind.group != "keda.sh" or kind.kind != "ScaledObject":
+        if kind is None:
             continue
         namespace = (res.inputs.get("metadata") or {}).get("namespace") or "default"
-        for severity, message in query_problems(record, res):
-            findings.append(Finding(CHECK, res.urn, f"ScaledObject {namespace}/{object_name(res)}: {message}",
-                                    severity))
+        if kind.group == "keda.sh" and kind.kind == "ScaledObject":
+            findings += [Finding(CHECK, res.urn, f"ScaledObject {namespace}/{object_name(res)}: {message}",
+                                 severity) for severity, message in query_problems(record, res)]
+        elif kind.group == "monitoring.coreos.com" and kind.kind == "PrometheusRule":
+            findings += [Finding(RULES_CHECK, res.urn, f"PrometheusRule {namespace}/{object_name(res)}: "
+                                 f"{message}", severity) for severity, message in rule_problems(record, res)]
     return findings
 
 
-__all__ = ["CHECK", "DISCOVERY_LABELS", "KSM_CHART_VERSION", "KSM_DEFAULT_COLLECTORS", "check_query_series",
-           "collectors", "ksm_problems", "query_problems", "selectors", "target_label_problem"]
+__all__ = ["CHECK", "DISCOVERY_LABELS", "KSM_CHART_VERSION", "KSM_DEFAULT_COLLECTORS", "RULES_CHECK",
+           "check_query_series", "collectors", "ksm_problems", "query_problems", "rule_problems",
+           "selectors", "series_problems", "target_label_problem"]

@@ -28,14 +28,12 @@ TARGET_SERIES = (UP, SCRAPE_DURATION)  # the series Prometheus writes itself for
 # deletion timestamp, labelled namespace, pod and uid (kube-prometheus-stack keeps them: its
 # ServiceMonitor honours the exporter's labels), valued the Unix time of the deletion request.
 POD_DELETION = "kube_pod_deletion_timestamp"
-# And its workload families (internal/store/horizontalpodautoscaler.go, deployment.go), labelled
-# namespace and horizontalpodautoscaler or deployment: what the HPA last decided; the replicas the
-# Deployment is asked for; its pods with the current template, not being deleted (Pending ones
-# too); those Ready and not being deleted (its ReplicaSets' availableReplicas).
-HPA_DESIRED = "kube_horizontalpodautoscaler_status_desired_replicas"
-DEPLOYMENT_SPEC = "kube_deployment_spec_replicas"
-DEPLOYMENT_UPDATED = "kube_deployment_status_replicas_updated"
-DEPLOYMENT_AVAILABLE = "kube_deployment_status_replicas_available"
+# And two more of its pod family, labelled the same: the pod's creation time (Unix seconds), and
+# its Ready condition, one series per status (`condition` "true", "false", "unknown"), only once
+# the pod has a Ready condition (a kubelet sets it: an unscheduled pod has none).
+POD_CREATED = "kube_pod_created"
+POD_READY = "kube_pod_status_ready"
+KSM_POD_SERIES = (POD_DELETION, POD_CREATED, POD_READY)  # the exporter's, not the pod's own
 
 
 def keda_hpa(scaled_object: str) -> str:
@@ -49,17 +47,14 @@ def predictor_deployment(model: str) -> str:
 _INVALID_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")
 
 
-def workload_samples(store: Store, now: float, namespace: str, model: str, spec: int, pods: int,
-                     available: int) -> None:
-    """kube-state-metrics' samples of a model's HPA and predictor Deployment: the HPA's decision
-    `spec`, the `pods` not being deleted (all of the current template: no rollout runs in the
-    simulator) and the `available` ones."""
-    hpa = (("namespace", namespace), ("horizontalpodautoscaler", keda_hpa(model)))
-    dep = (("namespace", namespace), ("deployment", predictor_deployment(model)))
-    store.add(now, HPA_DESIRED, hpa, float(spec))
-    store.add(now, DEPLOYMENT_SPEC, dep, float(spec))
-    store.add(now, DEPLOYMENT_UPDATED, dep, float(pods))
-    store.add(now, DEPLOYMENT_AVAILABLE, dep, float(available))
+def pod_samples(store: Store, now: float, namespace: str, pod: str, created_s: float,
+                ready: bool | None) -> None:
+    """kube-state-metrics' samples of a pod: its creation time and, once a kubelet has set its
+    Ready condition (`ready` not None), that condition's "true" series."""
+    labels = (("namespace", namespace), ("pod", pod))
+    store.add(now, POD_CREATED, labels, created_s)
+    if ready is not None:
+        store.add(now, POD_READY, (*labels, ("condition", "true")), 1.0 if ready else 0.0)
 
 
 def pod_target_label(pod_label: str) -> str:
@@ -171,7 +166,7 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
     return start + (pairs[b][0] - start) * (rank / count if count else 1.0)
 
 
-__all__ = ["DEPLOYMENT_AVAILABLE", "DEPLOYMENT_SPEC", "DEPLOYMENT_UPDATED", "HPA_DESIRED", "LOOKBACK_S",
-           "POD_DELETION", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series",
-           "Store", "bucket_quantile", "extrapolated_rate", "keda_hpa", "pod_target_label",
-           "predictor_deployment", "workload_samples"]
+__all__ = ["KSM_POD_SERIES", "LOOKBACK_S", "POD_CREATED", "POD_DELETION", "POD_READY", "SCRAPE_DURATION",
+           "TARGET_SERIES", "UP", "Labels", "Series",
+           "Store", "bucket_quantile", "extrapolated_rate", "keda_hpa", "pod_samples",
+           "pod_target_label", "predictor_deployment"]

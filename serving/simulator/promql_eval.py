@@ -169,6 +169,8 @@ def _function(name: str, args: list[Node], query: str) -> Node:
             vec = _as_vector(args[0](ev), name)
             return next(iter(vec.values())) if len(vec) == 1 else math.nan
         return scalar
+    if name == "time" and not args:  # the evaluation time, in seconds (Unix time in Prometheus)
+        return lambda ev: ev.t
     if name == "vector" and len(args) == 1:
         return lambda ev: {(): _as_scalar(args[0](ev), name)}
     raise PromQLError(f"PromQL: unsupported function {name}() with {len(args)} argument(s) in {query!r}")

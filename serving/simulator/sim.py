@@ -25,12 +25,13 @@ from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
 from serving.simulator.prometheus import (
+    KSM_POD_SERIES,
     POD_DELETION,
     SCRAPE_DURATION,
     TARGET_SERIES,
     UP,
+    pod_samples,
     predictor_deployment,
-    workload_samples,
 )
 from serving.simulator.promql import Store
 from serving.simulator.results import ReplicaStart, SimResult
@@ -194,18 +195,18 @@ class Simulation:
                 if lost_s is not None and r.scheduled and r.node.ready_s <= lost_s <= failed:
                     if r.rid not in self._stale_marked:
                         # kube-state-metrics' series of the pod are the exporter's, not the pod's.
-                        self.store.mark_stale(failed, "pod", pod, keep=(*TARGET_SERIES, POD_DELETION))
+                        self.store.mark_stale(failed, "pod", pod, keep=(*TARGET_SERIES, *KSM_POD_SERIES))
                         self._stale_marked.add(r.rid)
                     self.store.add(failed, UP, target, 0.0)
                     self.store.add(failed, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
-                self._deletion_sample(now, r, pod)
+                self._ksm_samples(now, r, pod)
                 continue
             if r.state == GONE:  # deleted: its target goes, and every series of it ends, `up` too
                 if r.rid not in self._gone_marked:
                     self.store.mark_stale(now, "pod", pod)
                     self._gone_marked.add(r.rid)
                 continue
-            self._deletion_sample(now, r, pod)
+            self._ksm_samples(now, r, pod)
             if not r.scheduled or r.node.ready_s > now:  # no node yet, no address: no target
                 continue
             if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused at once
@@ -224,21 +225,22 @@ class Simulation:
             for name, extra, value in engine.metrics.samples(len(engine.running), len(engine.waiting),
                                                               engine.kv.usage, util):
                 self.store.add(now, name, labels + extra if extra else labels, value)
-        # kube-state-metrics' workload series, the exporter taken as answering and scraped with
-        # the model (as for `_deletion_sample`); a lost pod is unavailable from the loss, where
-        # Kubernetes marks it NotReady 40-50 s later.
-        workload_samples(self.store, now, self.cfg.namespace, self.cfg.model_name, self.fleet.spec_replicas,
-                         self.status_replicas, self.fleet.count(READY))
 
     def _pod(self, r: Replica) -> str:
-        return f"{predictor_deployment(self.cfg.model_name)}-{r.rid}"
+        # As a ReplicaSet names it: the Deployment, the template's hash (one template here), a suffix.
+        return f"{predictor_deployment(self.cfg.model_name)}-sim-{r.rid}"
 
-    def _deletion_sample(self, now: float, r: Replica, pod: str) -> None:
-        """kube-state-metrics' series of a pod with a deletion timestamp, as long as the pod
-        exists (read from the API server, which a lost zone leaves answering; the exporter is
-        taken as answering too, and as scraped as often as the model)."""
+    def _ksm_samples(self, now: float, r: Replica, pod: str) -> None:
+        """kube-state-metrics' series of a pod, as long as the pod exists (read from the API
+        server, which a lost zone leaves answering; the exporter is taken as answering too, and
+        as scraped as often as the model): its deletion timestamp once it has one, its creation,
+        and its Ready condition once its node has joined (a lost pod's reads not ready from the
+        loss, where Kubernetes marks it so 40-55 s later)."""
         if r.deleted_s is not None:
             self.store.add(now, POD_DELETION, (("namespace", self.cfg.namespace), ("pod", pod)), r.deleted_s)
+        bound = r.scheduled and r.node.ready_s <= now
+        pod_samples(self.store, now, self.cfg.namespace, pod, r.created_s,
+                    (r.state == READY and not r.unreachable) if bound else None)
 
     def _autoscale(self, now: float) -> None:
         desired = self.autoscaler.decide(now, self)
