@@ -84,6 +84,9 @@ FALLBACK_ALERT = "RtipAutoscalerQueryFailing"
 # `exported_namespace` (honor_labels false).
 SCALED_OBJECT_ERRORS = "keda_scaled_object_errors_total"
 OVERDUE_ALERT = "RtipReplicasOverdue"
+# Its series' absence: kube-state-metrics runs one replica, and without it the overdue page and
+# the blind-HPA page both stay silent.
+UNWATCHED_ALERT = "RtipKubeStateMetricsAbsent"
 # Four of kube-state-metrics' 30 s scrapes (the chart's ServiceMonitor takes Prometheus's default
 # interval): a pod that turns Ready just past its window, or a scrape the exporter misses, pages no one.
 OVERDUE_FOR = "2m"
@@ -178,6 +181,12 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
     alerts.append(query_failing_rule(model, namespace, series))
     if overdue is not None:
         alerts.append(overdue_rule(model, namespace, *overdue, series))
+        alerts.append(absent_rule(
+            UNWATCHED_ALERT, f"{POD_CREATED}{{{_pods(namespace, overdue[0])}}}", series,
+            f"{model}'s pods are not watched",
+            f"kube-state-metrics has exported no pod of {model} for {ABSENT_FOR}: {OVERDUE_ALERT} and "
+            f"{BLIND_ALERT} cannot fire. Check the kube-state-metrics Deployment (one replica) and "
+            f"its scrape."))
     return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
 
 
@@ -209,6 +218,13 @@ def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, 
                  f"holds its replicas whatever the load. Check KEDA's metrics API server and operator.")
 
 
+def _pods(namespace: str, deployment: str) -> str:
+    """The matchers of a Deployment's pods in kube-state-metrics' pod series: a ReplicaSet names
+    them `<deployment>-<template hash>-<suffix>` (model names are lowercase letters, digits and
+    '-': nothing to escape)."""
+    return f'namespace="{namespace}",pod=~"{deployment}-[a-z0-9]+-[a-z0-9]+"'
+
+
 def overdue_expr(model: str, namespace: str, deployment: str, overdue_s: float) -> str:
     """The model's predictor pods older than `overdue_s` that were not Ready at any scrape of the
     last `overdue_s` and are not being deleted (kube-state-metrics' pod series; a pod is named
@@ -217,7 +233,7 @@ def overdue_expr(model: str, namespace: str, deployment: str, overdue_s: float) 
     a cold start never counts, while an unscheduled pod (no Ready condition at all) or one stuck
     not Ready does. A pod being drained or evicted has a deletion timestamp and does not count."""
     window = math.ceil(overdue_s)
-    pods = f'namespace="{namespace}",pod=~"{deployment}-[a-z0-9]+-[a-z0-9]+"'
+    pods = _pods(namespace, deployment)
     ready = f'max_over_time({POD_READY}{{{pods},condition="true"}}[{window}s])'
     return (f"{POD_CREATED}{{{pods}}} < time() - {window} unless on(namespace, pod) {ready} == 1 "
             f'unless on(namespace, pod) {POD_DELETION}{{namespace="{namespace}"}}')
@@ -252,7 +268,7 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
 
 __all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BLIND_ALERT", "BLIND_FOR", "BURN_ALERTS",
            "FALLBACK_ALERT", "HPA_CONDITION", "MIN_MISSES", "OVERDUE_ALERT", "OVERDUE_FOR", "PROMETHEUS_RULE",
-           "RECORD", "SCALED_OBJECT_ERRORS", "BurnAlert", "UnmeasurableTarget", "alerts_that_can_fire",
-           "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa", "min_requests", "overdue_expr",
-           "overdue_rule", "prometheus_rule", "query_failing_rule", "requests_in", "rule_notes",
-           "threshold", "windows"]
+           "RECORD", "SCALED_OBJECT_ERRORS", "UNWATCHED_ALERT", "BurnAlert", "UnmeasurableTarget",
+           "alerts_that_can_fire", "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa", "min_requests",
+           "overdue_expr", "overdue_rule", "prometheus_rule", "query_failing_rule", "requests_in",
+           "rule_notes", "threshold", "windows"]

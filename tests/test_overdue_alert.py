@@ -23,7 +23,7 @@ from serving.simulator.config import ColdStartSpec, Failover
 from serving.simulator.prometheus import predictor_deployment
 from serving.simulator.promql import evaluate
 from serving.simulator.sim import SimConfig
-from serving.slo_rules import OVERDUE_ALERT, overdue_expr, overdue_rule, prometheus_rule
+from serving.slo_rules import OVERDUE_ALERT, UNWATCHED_ALERT, overdue_expr, overdue_rule, prometheus_rule
 from serving.tiers import TIERS
 from stacks.slo_alerts import first_fired_s
 from tests import promtool
@@ -163,3 +163,27 @@ def test_a_rule_without_the_deployment_has_no_page() -> None:
     assert OVERDUE_ALERT not in {a.get("alert") for g in rule["spec"]["groups"] for a in g["rules"]}
 
 
+
+
+def test_kube_state_metrics_gone_pages_after_ten_minutes(tmp_path: Path) -> None:
+    """Without kube-state-metrics the overdue page cannot fire, so its series' absence pages:
+    the model's pods exported to minute 20, then nothing (the exporter gone): absent from 20,
+    firing at 30 (ABSENT_FOR); a restart that is back within 6 minutes pages no one; nor does
+    another model's pods going."""
+    rule = prometheus_rule("m", NS, TIERS["interactive"], {"name": "m-slo", "namespace": NS},
+                           overdue=("m-predictor", OVERDUE_S))
+    (page,) = [a for g in rule["spec"]["groups"] for a in g["rules"] if a.get("alert") == UNWATCHED_ALERT]
+    # absent() keeps the selector's equality matchers as labels: the namespace.
+    firing = [{"exp_labels": {"severity": "page", **LABELS, "namespace": NS},
+               "exp_annotations": page["annotations"]}]
+
+    def case(values: str, expected: list[tuple[str, list]], pod: str = "m-predictor-7d9f8-abc12") -> dict:
+        series = f'kube_pod_created{{namespace="{NS}",pod="{pod}",uid="u1"}}'
+        return {"interval": "1m", "input_series": [{"series": series, "values": values}],
+                "alert_rule_test": [{"eval_time": t, "alertname": UNWATCHED_ALERT, "exp_alerts": fired}
+                                    for t, fired in expected]}
+    tests = [case("0x19 stale", [("19m", []), ("29m", []), ("30m", firing), ("40m", firing)]),
+             case("0x19 stale _x5 0x20", [(t, []) for t in ("25m", "30m", "40m")]),
+             case("0x19 stale", [(t, []) for t in ("30m", "40m")], pod="other-predictor-7d9f8-abc12")]
+    done = promtool.run_rule_tests([{"name": "m", "rules": [page]}], tests, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
