@@ -44,6 +44,8 @@ def keda_hpa(scaled_object: str) -> str:
 def predictor_deployment(model: str) -> str:
     """KServe's Standard mode names an InferenceService's predictor Deployment `<isvc>-predictor`."""
     return f"{model}-predictor"
+
+
 _INVALID_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -167,6 +169,5 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
 
 
 __all__ = ["KSM_POD_SERIES", "LOOKBACK_S", "POD_CREATED", "POD_DELETION", "POD_READY", "SCRAPE_DURATION",
-           "TARGET_SERIES", "UP", "Labels", "Series",
-           "Store", "bucket_quantile", "extrapolated_rate", "keda_hpa", "pod_samples",
-           "pod_target_label", "predictor_deployment"]
+           "TARGET_SERIES", "UP", "Labels", "Series", "Store", "bucket_quantile", "extrapolated_rate",
+           "keda_hpa", "pod_samples", "pod_target_label", "predictor_deployment"]
