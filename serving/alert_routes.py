@@ -42,7 +42,8 @@ T = TypeVar("T")
 # and a model's autoscaler blind or its query failing.
 BURN_NAMES = (slo_rules.ALERT, gateway_slo.ALERT)
 PAGE_NAMES = (slo_rules.ABSENT_ALERT, gateway_slo.ABSENT_ALERT, slo_rules.BLIND_ALERT,
-              slo_rules.FALLBACK_ALERT, slo_rules.OVERDUE_ALERT, slo_rules.UNWATCHED_ALERT)
+              slo_rules.FALLBACK_ALERT, slo_rules.OVERDUE_ALERT, slo_rules.REFUSED_ALERT,
+              slo_rules.UNWATCHED_ALERT)
 
 
 def slo_alerts(severity: str) -> tuple[str, ...]:

@@ -87,6 +87,11 @@ OVERDUE_ALERT = "RtipReplicasOverdue"
 # Its series' absence: kube-state-metrics runs one replica, and without it the overdue page and
 # the blind-HPA page both stay silent.
 UNWATCHED_ALERT = "RtipKubeStateMetricsAbsent"
+REFUSED_ALERT = "RtipReplicasNotCreated"  # pods the ReplicaSet cannot create
+# kube-state-metrics v2.20.0 deployment.go: one series per condition and status, labelled
+# namespace, deployment, reason, condition, status.
+DEPLOYMENT_CONDITION = "kube_deployment_status_condition"
+REPLICA_FAILURE_FOR = "5m"  # refused for longer than KServe's webhook takes to restart
 # Four of kube-state-metrics' 30 s scrapes (the chart's ServiceMonitor takes Prometheus's default
 # interval): a pod that turns Ready just past its window, or a scrape the exporter misses, pages no one.
 OVERDUE_FOR = "2m"
@@ -181,6 +186,7 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
     alerts.append(query_failing_rule(model, namespace, series))
     if overdue is not None:
         alerts.append(overdue_rule(model, namespace, *overdue, series))
+        alerts.append(replica_failure_rule(model, namespace, overdue[0], series))
         alerts.append(absent_rule(
             UNWATCHED_ALERT, f"{POD_CREATED}{{{_pods(namespace, overdue[0])}}}", series,
             f"{model}'s pods are not watched",
@@ -247,8 +253,8 @@ def overdue_rule(model: str, namespace: str, deployment: str, overdue_s: float,
     EKS a zone outage does this: Karpenter launches the replacements' nodes only in the lost zone
     until it is listed in `zones_down`. So do exhausted GPU capacity, a failing image pull, a
     replica the startup probe keeps restarting, and a lost pod never evicted (a zone partially
-    disrupted, where the node lifecycle controller stops evicting). A pod that is never created (a
-    namespace quota, an admission webhook down) is not a pod, and does not show here."""
+    disrupted, where the node lifecycle controller stops evicting). Pods that cannot be created
+    page as REFUSED_ALERT (`replica_failure_rule`)."""
     return page_rule(OVERDUE_ALERT, overdue_expr(model, namespace, deployment, overdue_s), OVERDUE_FOR,
                      labels, f"{model} has a replica that has not served for {overdue_s / 60:.0f} minutes",
                      f"A predictor pod of {model} has not been Ready for over {overdue_s:.0f} s, longer than "
@@ -256,6 +262,21 @@ def overdue_rule(model: str, namespace: str, deployment: str, overdue_s: float,
                      f"look at GPU capacity and quota; on EKS, during a zone outage, list the zone in the "
                      f"region's zones_down and run pulumi up. Otherwise look at its image pull and its "
                      f"startup-probe restarts.")
+
+
+def replica_failure_rule(model: str, namespace: str, deployment: str,
+                         labels: dict[str, str]) -> dict[str, Any]:
+    """A page for pods the predictor's ReplicaSet cannot create (a namespace quota, an
+    admission webhook down), which are no pods for `overdue_rule` to count: the Deployment's
+    ReplicaFailure condition (the Deployment controller copies its ReplicaSets': progress.go)
+    held for REPLICA_FAILURE_FOR."""
+    condition = (f'{DEPLOYMENT_CONDITION}{{namespace="{namespace}",deployment="{deployment}",'
+                 f'condition="ReplicaFailure",status="true"}}')
+    return page_rule(REFUSED_ALERT, f"{condition} == 1", REPLICA_FAILURE_FOR, labels,
+                     f"{model} cannot create its replicas",
+                     f"The predictor Deployment of {model} has failed to create pods for "
+                     f"{REPLICA_FAILURE_FOR} (ReplicaFailure): look at the namespace's quota and at "
+                     f"KServe's admission webhook.")
 
 
 def rule_notes(model: str, tier: TierSpec) -> list[str]:
@@ -267,8 +288,9 @@ def rule_notes(model: str, tier: TierSpec) -> list[str]:
 
 
 __all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BLIND_ALERT", "BLIND_FOR", "BURN_ALERTS",
-           "FALLBACK_ALERT", "HPA_CONDITION", "MIN_MISSES", "OVERDUE_ALERT", "OVERDUE_FOR", "PROMETHEUS_RULE",
-           "RECORD", "SCALED_OBJECT_ERRORS", "UNWATCHED_ALERT", "BurnAlert", "UnmeasurableTarget",
-           "alerts_that_can_fire", "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa", "min_requests",
-           "overdue_expr", "overdue_rule", "prometheus_rule", "query_failing_rule", "requests_in",
-           "rule_notes", "threshold", "windows"]
+           "DEPLOYMENT_CONDITION", "FALLBACK_ALERT", "HPA_CONDITION", "MIN_MISSES", "OVERDUE_ALERT",
+           "OVERDUE_FOR", "PROMETHEUS_RULE", "RECORD", "REFUSED_ALERT", "REPLICA_FAILURE_FOR",
+           "SCALED_OBJECT_ERRORS", "UNWATCHED_ALERT", "BurnAlert", "UnmeasurableTarget",
+           "alerts_that_can_fire", "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa",
+           "min_requests", "overdue_expr", "overdue_rule", "prometheus_rule", "query_failing_rule",
+           "replica_failure_rule", "requests_in", "rule_notes", "threshold", "windows"]

@@ -135,7 +135,7 @@ def test_the_plans_own_alerts_are_read_per_cluster() -> None:
     fired = alert_match.plan_alerts(record, cluster_of(record, release))
     assert {a["alertname"] for a in fired} == {slo_rules.ALERT, slo_rules.ABSENT_ALERT, slo_rules.BLIND_ALERT,
                                                slo_rules.FALLBACK_ALERT, slo_rules.OVERDUE_ALERT,
-                                               slo_rules.UNWATCHED_ALERT,
+                                               slo_rules.REFUSED_ALERT, slo_rules.UNWATCHED_ALERT,
                                                gateway_slo.ALERT, gateway_slo.ABSENT_ALERT}
     assert {a["severity"] for a in fired} == {"page", "ticket"}
     # Another cluster's rules are not this one's: none at all for a cluster no resource names.

@@ -39,10 +39,11 @@ def _split(found: list[str]) -> tuple[list[str], list[str]]:
 
 # prod's routes on a cluster with a page and a ticket webhook and a heartbeat (serving/alert_routes.py):
 # the heartbeat names Watchdog; two delivery routes name the two delivery alerts; the page route
-# names the two burn alerts, the two absent alerts and the model's four autoscaler pages (blind,
-# query failing, replicas overdue, kube-state-metrics absent), the ticket route the two burn
-# alerts. A route whose every name is gone gives one finding a name and one for matching nothing.
-PLAN_ROUTE_FINDINGS = (8 + 1) + (2 + 1)  # page, ticket
+# names the two burn alerts, the two absent alerts and the model's five autoscaler pages (blind,
+# query failing, replicas overdue, replicas not created, kube-state-metrics absent), the ticket
+# route the two burn alerts. A route whose every name is gone gives one finding a name and one
+# for matching nothing.
+PLAN_ROUTE_FINDINGS = (9 + 1) + (2 + 1)  # page, ticket
 CHART_ROUTE_FINDINGS = (1 + 1) + 2 * (2 + 1)  # heartbeat, the two delivery routes
 
 

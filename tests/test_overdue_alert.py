@@ -23,7 +23,15 @@ from serving.simulator.config import ColdStartSpec, Failover
 from serving.simulator.prometheus import predictor_deployment
 from serving.simulator.promql import evaluate
 from serving.simulator.sim import SimConfig
-from serving.slo_rules import OVERDUE_ALERT, UNWATCHED_ALERT, overdue_expr, overdue_rule, prometheus_rule
+from serving.slo_rules import (
+    OVERDUE_ALERT,
+    REFUSED_ALERT,
+    UNWATCHED_ALERT,
+    overdue_expr,
+    overdue_rule,
+    prometheus_rule,
+    replica_failure_rule,
+)
 from serving.tiers import TIERS
 from stacks.slo_alerts import first_fired_s
 from tests import promtool
@@ -150,6 +158,8 @@ def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() ->
                  and o.inputs["metadata"]["namespace"] == ns for g in o.inputs["spec"]["groups"]
                  if g["name"] == f"{name}-latency-slo" for a in g["rules"]]
         (page,) = [a for a in rules if a.get("alert") == OVERDUE_ALERT]
+        (refused,) = [a for a in rules if a.get("alert") == REFUSED_ALERT]
+        assert f'deployment="{target}"' in refused["expr"]
         cold = next(m.cold_start for m in plan.models if m.model == name)  # the same in every region
         window = cold.node_provisioning_s + cold.node_init_s + 1.5 * (
             cold.image_pull_s + cold.weights_load_s + cold.engine_start_s)
@@ -186,4 +196,28 @@ def test_kube_state_metrics_gone_pages_after_ten_minutes(tmp_path: Path) -> None
              case("0x19 stale _x5 0x20", [(t, []) for t in ("25m", "30m", "40m")]),
              case("0x19 stale", [(t, []) for t in ("30m", "40m")], pod="other-predictor-7d9f8-abc12")]
     done = promtool.run_rule_tests([{"name": "m", "rules": [page]}], tests, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pods_that_cannot_be_created_page_after_five_minutes(tmp_path: Path) -> None:
+    """The Deployment's ReplicaFailure condition (kube-state-metrics: one series per status, the
+    true one valued 1): refused from minute 10 on, the page is pending from 10 and fires at 15; a
+    refusal of 3 minutes (KServe's webhook restarting) pages no one, nor another Deployment's."""
+    rule = replica_failure_rule("m", NS, "m-predictor", LABELS)
+
+    def condition(deployment: str) -> str:
+        return (f'kube_deployment_status_condition{{namespace="{NS}",deployment="{deployment}",'
+                f'reason="unknown",condition="ReplicaFailure",status="true"}}')
+    firing = [{"exp_labels": {"severity": "page", **LABELS, "namespace": NS, "deployment": "m-predictor",
+                              "reason": "unknown", "condition": "ReplicaFailure", "status": "true"},
+               "exp_annotations": rule["annotations"]}]
+
+    def case(deployment: str, values: str, expected: list[tuple[str, list]]) -> dict:
+        return {"interval": "1m", "input_series": [{"series": condition(deployment), "values": values}],
+                "alert_rule_test": [{"eval_time": t, "alertname": REFUSED_ALERT, "exp_alerts": fired}
+                                    for t, fired in expected]}
+    tests = [case("m-predictor", "_x10 1x30", [("14m", []), ("15m", firing), ("40m", firing)]),
+             case("m-predictor", "_x10 1x2 stale", [(t, []) for t in ("13m", "15m", "20m")]),
+             case("other-predictor", "_x10 1x30", [(t, []) for t in ("15m", "40m")])]
+    done = promtool.run_rule_tests([{"name": "m", "rules": [rule]}], tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -8,12 +8,13 @@ asked the same (reported as `alerts`): an alert on a series that never arrives n
   namespace: its `podTargetLabels` copy the pod label whose name, made a label name
   (prometheus-operator `sanitizeLabelName`: every character outside [a-zA-Z0-9_] becomes '_'),
   is the one matched, and its selector requires that pod label at the matched value;
-- `kube_pod_*` series (the lost-pod term's deletion timestamps) come from kube-state-metrics as
+- `kube_pod_*`, `kube_deployment_*` and `kube_horizontalpodautoscaler_*` series (the lost-pod
+  term's deletion timestamps; the pages' pod, Deployment and HPA states) come from kube-state-metrics as
   the cluster's kube-prometheus-stack release runs it: enabled; its ServiceMonitor on, loaded by
   the release's Prometheus (its labels as chart 8.4.0's template writes them, `releaseLabel`
   included, against the selectors monitor_select.py reads) and honouring the exporter's
   `namespace` and `pod` (else the scrape's own labels, kube-state-metrics' namespace and pod, win,
-  and `on(namespace, pod)` matches nothing); the `pods` collector active; the query's namespace
+  and `on(namespace, pod)` matches nothing); the family's collector active; the query's namespace
   watched (`namespaces`, `releaseNamespace`, `namespacesDenylist`); and the series neither outside
   `metricAllowlist` nor in `metricDenylist`, never both set (kube-state-metrics v2.20.0
   `pkg/allowdenylist`: unanchored ECMAScript regexes, mutually exclusive lists; a pattern Python
@@ -82,6 +83,10 @@ def target_label_problem(record: Record, cluster: Resource | None, namespace: st
 # The kube-state-metrics chart version whose templates and defaults this check reads (helm-charts
 # cf408a2), and its `collectors`.
 KSM_CHART_VERSION = "8.4.0"
+# The kube-state-metrics families the plan's queries and rules read, by metric prefix, and the
+# collector (`--resources` entry) that exports each (v2.20.0 internal/store/builder.go).
+KSM_FAMILIES = {"kube_pod_": "pods", "kube_deployment_": "deployments",
+                "kube_horizontalpodautoscaler_": "horizontalpodautoscalers"}
 KSM_DEFAULT_COLLECTORS = (
     "certificatesigningrequests", "configmaps", "cronjobs", "daemonsets", "deployments", "endpointslices",
     "horizontalpodautoscalers", "ingresses", "jobs", "leases", "limitranges",
@@ -126,10 +131,16 @@ def _matches(patterns: list[str], metric: str, key: str) -> tuple[bool, list[Pro
     return found, unread
 
 
+def ksm_collector(metric: str) -> str | None:
+    """The kube-state-metrics collector that exports `metric`, if it is one of KSM_FAMILIES'."""
+    return next((c for prefix, c in KSM_FAMILIES.items() if metric.startswith(prefix)), None)
+
+
 def ksm_problems(loader: Loader, metric: str, namespace: str) -> list[Problem]:
-    """What keeps kube-state-metrics' `metric` (a pod family) of pods in `namespace` from the
-    release's Prometheus with the pods' own namespace and pod labels (`loader.values`: the
-    release's values, coalesced over the chart's)."""
+    """What keeps kube-state-metrics' `metric` (of a KSM_FAMILIES family) of objects in
+    `namespace` from the release's Prometheus with the objects' own namespace and name labels
+    (`loader.values`: the release's values, coalesced over the chart's)."""
+    collector = ksm_collector(metric)
     values = loader.values
     if not truthy((values.get("kubeStateMetrics") or {}).get("enabled")):
         return [(Severity.ERROR, "kubeStateMetrics.enabled is off: no kube-state-metrics")]
@@ -153,11 +164,11 @@ def ksm_problems(loader: Loader, metric: str, namespace: str) -> list[Problem]:
             out.append((Severity.ERROR, f"its ServiceMonitor is not loaded: {why}"))
     if not (truthy((monitor.get("http") or {}).get("honorLabels")) or truthy(monitor.get("honorLabels"))):
         out.append((Severity.ERROR, f"{KSM}.prometheus.monitor.http.honorLabels is off: the scrape's "
-                                    f"namespace and pod (kube-state-metrics' own) replace the pods' "
+                                    f"namespace and pod (kube-state-metrics' own) replace the objects' "
                                     f"on {metric}"))
-    if "pods" not in collectors(ksm):
-        out.append((Severity.ERROR, f"the pods collector is off ({KSM}.collectors / collectorsExclude), "
-                                    f"so no {metric}"))
+    if collector not in collectors(ksm):
+        out.append((Severity.ERROR, f"the {collector} collector is off ({KSM}.collectors / "
+                                    f"collectorsExclude), so no {metric}"))
     watched = _names(ksm.get("namespaces"))
     if truthy(ksm.get("releaseNamespace")):
         watched.append(str(ksm.get("namespaceOverride") or loader.namespace))
@@ -208,7 +219,7 @@ def series_problems(record: Record, cluster: Resource | None, query: str, what: 
                 why = target_label_problem(record, cluster, namespace, label, value)
                 if why:
                     out.append((Severity.ERROR, f'{what} selects {metric}{{{label}="{value}"}}, but {why}'))
-        elif metric.startswith("kube_pod_") and namespace is not None:
+        elif ksm_collector(metric) is not None and namespace is not None:
             loaders = _loaders(record, cluster)
             if not loaders:
                 out.append((Severity.ERROR, f"{what} selects {metric}, but no {CHART} release on its "
@@ -262,6 +273,6 @@ def check_query_series(record: Record) -> list[Finding]:
     return findings
 
 
-__all__ = ["CHECK", "DISCOVERY_LABELS", "KSM_CHART_VERSION", "KSM_DEFAULT_COLLECTORS", "RULES_CHECK",
-           "check_query_series", "collectors", "ksm_problems", "query_problems", "rule_problems",
-           "selectors", "series_problems", "target_label_problem"]
+__all__ = ["CHECK", "DISCOVERY_LABELS", "KSM_CHART_VERSION", "KSM_DEFAULT_COLLECTORS", "KSM_FAMILIES",
+           "RULES_CHECK", "check_query_series", "collectors", "ksm_collector", "ksm_problems",
+           "query_problems", "rule_problems", "selectors", "series_problems", "target_label_problem"]
