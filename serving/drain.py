@@ -34,6 +34,7 @@ import math
 from typing import Any
 
 from serving._model_pod import VLLM_PORT
+from serving.tiers import TierSpec
 
 PICKER_SETTLE_S = 5
 DRAIN_POLL_S = 1
@@ -105,6 +106,12 @@ def output_cap(ttft_s: float, tpot_s: float, limit_s: float = NODE_DRAIN_LIMIT_S
     return math.floor((limit_s - PICKER_SETTLE_S - HOOK_MARGIN_S - ttft_s) / tpot_s + 1e-9)
 
 
+def response_cap(tier: TierSpec, stated: int | None, context: int) -> int:
+    """The cap on one response of a model of `tier`: the stack's, or the longest whose drain
+    fits NODE_DRAIN_LIMIT_S at the tier's pace, within the served `context`."""
+    return min(stated or output_cap(tier.ttft_s, tier.tpot_s), context)
+
+
 def drain_limit_s(grace_s: int) -> float:
     """How long after its deletion a predictor finishes generations: the hook ends
     `HOOK_MARGIN_S` before the grace period does, and the SIGTERM that follows stops vLLM at
@@ -123,4 +130,5 @@ def lifecycle(grace_s: int) -> dict[str, Any]:
 
 
 __all__ = ["CONTAINER_LOG", "GAUGES", "HOOK_MARGIN_S", "METRICS_TIMEOUT_S", "NODE_DRAIN_LIMIT_S",
-           "PICKER_SETTLE_S", "drain_limit_s", "drain_script", "grace_s", "lifecycle", "output_cap"]
+           "PICKER_SETTLE_S", "drain_limit_s", "drain_script", "grace_s", "lifecycle", "output_cap",
+           "response_cap"]

@@ -66,7 +66,7 @@ from serving.burn_alerts import (
     windows,
 )
 from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, RUNNING, TTFT, TTFT_BUCKETS
-from serving.simulator.prometheus import POD_CREATED, POD_DELETION, POD_READY, keda_hpa
+from serving.simulator.prometheus import POD_CREATED, POD_DELETION, POD_READY
 from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
 ALERT = "RtipLatencyBudgetBurn"
@@ -98,6 +98,11 @@ OVERDUE_FOR = "2m"
 
 
 RECORD = "slo:sli_error:ratio_rate{window}"
+
+
+def keda_hpa(scaled_object: str) -> str:
+    """The HPA KEDA makes for a ScaledObject (KEDA controllers/keda/hpa.go getDefaultHpaName)."""
+    return f"keda-hpa-{scaled_object}"
 
 
 class UnmeasurableTarget(ValueError):

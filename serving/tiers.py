@@ -42,6 +42,14 @@ class TierSpec:
     percentile: float = 99.0
 
     @property
+    def ttft_s(self) -> float:
+        return self.ttft_ms / 1000
+
+    @property
+    def tpot_s(self) -> float:
+        return self.tpot_ms / 1000
+
+    @property
     def tail(self) -> float:
         """The share of requests allowed past the targets (0.01 at p99)."""
         return round(1.0 - self.percentile / 100.0, 10)

@@ -87,7 +87,7 @@ def _output_cap(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]
     tier = resolve_tiers(spec).get(tier_of(spec, model))
     if tier is None:
         return  # an unknown tier is reported at models[i].tier
-    ttft_s, tpot_s = tier.ttft_ms / 1000, tier.tpot_ms / 1000
+    ttft_s, tpot_s = tier.ttft_s, tier.tpot_s
     cap = model.max_output_tokens
     mean = model.tokens.output_tokens
     if cap is None:

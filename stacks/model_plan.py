@@ -49,7 +49,6 @@ class ModelRegionPlan:
     weights_gb: float  # of the weights variant served
     max_model_len: int  # context vLLM serves (--max-model-len)
     max_output_tokens: int  # vLLM's server-wide cap on one response (serving/drain.py)
-    grace_s: int  # the predictor's terminationGracePeriodSeconds: a capped response finishes
     min_replicas: int
     max_replicas: int
     replicas_source: str  # "spec" or the rule that set them
@@ -64,6 +63,11 @@ class ModelRegionPlan:
     def slice_memory_gb(self) -> float:
         """Memory of one of `resource`."""
         return round(self.slice.memory_gb, 2)
+
+    @property
+    def grace_s(self) -> int:
+        """The predictor's terminationGracePeriodSeconds: a capped response finishes in it."""
+        return drain.grace_s(self.tier_spec.ttft_s, self.tier_spec.tpot_s, self.max_output_tokens)
 
     @property
     def resource_count(self) -> int:
@@ -104,8 +108,6 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
                              tensor_parallel=placed.slice.tensor_parallel,
                              device_memory_gb=visible_memory_gb(placed.slice),
                              device_name=str(placed.slice.gpu))
-    ttft_s, tpot_s = tier.ttft_ms / 1000, tier.tpot_ms / 1000
-    cap = min(model.max_output_tokens or drain.output_cap(ttft_s, tpot_s), context)
     scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
                           profile(card, placed.slice, placed.quantization), reps,
                           model.tokens.input_tokens, model.tokens.output_tokens,
@@ -115,7 +117,7 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
         tier=tier.tier, tier_spec=tier, peak_qps=model.peak_qps, pool=placed.pool,
         slice=placed.slice, resource=resource, quantization=placed.quantization,
         weights_gb=card.variant_weights_gb(placed.quantization),
-        max_model_len=context, max_output_tokens=cap, grace_s=drain.grace_s(ttft_s, tpot_s, cap),
+        max_model_len=context, max_output_tokens=drain.response_cap(tier, model.max_output_tokens, context),
         min_replicas=reps.min_replicas, max_replicas=reps.max_replicas, replicas_source=source,
         cold_start=placed.cold_start,
         source_uri=model.source_uri or source_uri(spec, region, model.name),

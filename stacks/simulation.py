@@ -212,7 +212,7 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     tier = mp.tier_spec
     return Deployment(
         plan=mp, engine=engine, fleet=fleet,
-        targets=Targets(tier.ttft_ms / 1000, tier.tpot_ms / 1000),
+        targets=Targets(tier.ttft_s, tier.tpot_s),
         percentile=tier.percentile, availability=tier.availability,
         scaled_object=mp.autoscaling.scaled_object_spec(predictor_deployment(mp), PROMETHEUS),
         gpu_share=_gpu_share(mp), kv_tokens=kv_tokens, device_memory_gb=device_gb,

@@ -107,7 +107,7 @@ def _autoscaler_wait_s(record: Record, cluster: Resource, pool: str | None) -> t
 def _tier_targets(record: Record) -> dict[str, tuple[float, float]]:
     """Each tier the plan uses: its TTFT and TPOT targets in seconds."""
     models = getattr(record.plan, "models", None) or []
-    return {str(m.tier): (m.tier_spec.ttft_ms / 1000, m.tier_spec.tpot_ms / 1000) for m in models}
+    return {str(m.tier): (m.tier_spec.ttft_s, m.tier_spec.tpot_s) for m in models}
 
 
 def _check(record: Record, svc: Resource, tiers: dict[str, tuple[float, float]]) -> Iterator[Finding]:

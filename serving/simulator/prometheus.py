@@ -36,11 +36,6 @@ POD_READY = "kube_pod_status_ready"
 KSM_POD_SERIES = (POD_DELETION, POD_CREATED, POD_READY)  # the exporter's, not the pod's own
 
 
-def keda_hpa(scaled_object: str) -> str:
-    """The HPA KEDA makes for a ScaledObject (KEDA controllers/keda/hpa.go getDefaultHpaName)."""
-    return f"keda-hpa-{scaled_object}"
-
-
 def predictor_deployment(model: str) -> str:
     """KServe's Standard mode names an InferenceService's predictor Deployment `<isvc>-predictor`."""
     return f"{model}-predictor"
@@ -170,4 +165,4 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
 
 __all__ = ["KSM_POD_SERIES", "LOOKBACK_S", "POD_CREATED", "POD_DELETION", "POD_READY", "SCRAPE_DURATION",
            "TARGET_SERIES", "UP", "Labels", "Series", "Store", "bucket_quantile", "extrapolated_rate",
-           "keda_hpa", "pod_samples", "pod_target_label", "predictor_deployment"]
+           "pod_samples", "pod_target_label", "predictor_deployment"]

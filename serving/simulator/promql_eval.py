@@ -120,9 +120,9 @@ def _function(name: str, args: list[Node], query: str) -> Node:
         # marker).
         arg = _range_arg(args, name, query)
         return lambda ev: dict.fromkeys(arg(ev), 1.0)  # type: ignore[arg-type]
-    if name in ("avg_over_time", "max_over_time", "min_over_time"):
+    if name in ("avg_over_time", "max_over_time"):
         arg = _range_arg(args, name, query)
-        reduce = {"max_over_time": max, "min_over_time": min}.get(name, lambda v: sum(v) / len(v))
+        reduce = max if name == "max_over_time" else (lambda v: sum(v) / len(v))
         return lambda ev: {lab: reduce(vals) for lab, (_, vals) in arg(ev).items()}  # type: ignore[union-attr]
     if name == "deriv":
         arg = _range_arg(args, name, query)
