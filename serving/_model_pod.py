@@ -24,6 +24,8 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"  # the node lifecycle controller's, on a silent node
 HOST_KEY = "kubernetes.io/hostname"
 MODEL_LABEL = "rtip.dev/model"  # on every predictor pod and on the plan's objects of a model
+TIER_ANNOTATION = "rtip.dev/tier"  # on every predictor: the tier its drain is sized for
+GENERATION_CONFIG_ARG = "--override-generation-config="  # vLLM's; carries the cap on a response
 
 # Probes: the startup probe holds off readiness and liveness until the engine is up, so it must
 # allow the whole cold start after the node joined, with margin: a replica killed at 90 % of its
@@ -119,7 +121,7 @@ def vllm_args(model: str, kind: SliceKind, pool_sharing: Sharing, max_model_len:
         f"--served-model-name={model}",  # the `model_name` label of its metrics; KEDA queries it
         f"--tensor-parallel-size={kind.tensor_parallel}",
         f"--max-model-len={max_model_len}",
-        "--override-generation-config=" + json.dumps({"max_new_tokens": max_output_tokens}),
+        GENERATION_CONFIG_ARG + json.dumps({"max_new_tokens": max_output_tokens}),
         f"--gpu-memory-utilization={gpu_memory_utilization(kind, pool_sharing)}",
         *(vllm_request_logging_args() if log_requests else []),
     ]
@@ -243,8 +245,34 @@ def spread(selector: dict[str, str]) -> list[dict[str, Any]]:
     ]
 
 
-__all__ = ["HEALTH_PATH", "HOME", "HOST_KEY", "MODEL_DIR", "PROBE_PERIOD_S", "RUN_AS", "STARTUP_MARGIN",
-           "UNREACHABLE_TAINT", "UNREACHABLE_TOLERATION_S", "VLLM_PORT", "ZONE_KEY", "container_resources",
-           "device_memory_gb", "env", "gpu_memory_utilization", "node_share", "probes",
-           "replica_overdue_s", "security_context", "shm_gib", "spread", "startup_allowance_s",
-           "tolerations", "unreachable_toleration", "vllm_args", "volumes", "zone_spread"]
+__all__ = [
+    "GENERATION_CONFIG_ARG",
+    "HEALTH_PATH",
+    "HOME",
+    "HOST_KEY",
+    "MODEL_DIR",
+    "PROBE_PERIOD_S",
+    "RUN_AS",
+    "STARTUP_MARGIN",
+    "TIER_ANNOTATION",
+    "UNREACHABLE_TAINT",
+    "UNREACHABLE_TOLERATION_S",
+    "VLLM_PORT",
+    "ZONE_KEY",
+    "container_resources",
+    "device_memory_gb",
+    "env",
+    "gpu_memory_utilization",
+    "node_share",
+    "probes",
+    "replica_overdue_s",
+    "security_context",
+    "shm_gib",
+    "spread",
+    "startup_allowance_s",
+    "tolerations",
+    "unreachable_toleration",
+    "vllm_args",
+    "volumes",
+    "zone_spread",
+]

@@ -235,7 +235,7 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
             "serviceAccountName": cluster.service_account,
             "labels": labels,
             "annotations": {"rtip.dev/weights": f"{plan.catalog} {plan.quantization}",
-                            "rtip.dev/tier": str(plan.tier)},
+                            pod.TIER_ANNOTATION: str(plan.tier)},
             "nodeSelector": _selector(plan, cluster),
             "tolerations": pod.tolerations(pool.taints),
             "topologySpreadConstraints": pod.spread({MODEL_LABEL: plan.model}),

@@ -34,6 +34,7 @@ import math
 from typing import Any
 
 from serving._model_pod import VLLM_PORT
+from serving.nodescaling import NODE_AUTOSCALER
 from serving.tiers import TierSpec
 
 PICKER_SETTLE_S = 5
@@ -46,14 +47,10 @@ METRICS_TIMEOUT_S = 5
 # SIGKILL 2 s later if the hook overran): its last poll may start at the bound and take a
 # timeout and a pause more.
 HOOK_MARGIN_S = DRAIN_POLL_S + METRICS_TIMEOUT_S + 2
-# The cluster autoscaler stops waiting for a pod of a node it removes after this long, whatever
-# the pod's grace period (`--max-graceful-termination-sec`, default 600 in its FAQ; AKS's autoscaler
-# profile documents `max-graceful-termination-sec`, default 600; GKE documents a scale-down grace
-# period of up to 10 minutes; kubernetes/kubernetes#94435 shows pods with 3 h grace killed at
-# 10 min by it). AKS and GKE scale their GPU pools with it; Karpenter waits for the full grace
-# period unless a NodePool's terminationGracePeriod says less, but one bound serves every cloud a
-# stack may span.
-NODE_DRAIN_LIMIT_S = 600
+# The default cap's drain: the shortest wait of any node autoscaler that bounds it
+# (serving/nodescaling.py; the cluster autoscaler's 600 s on GKE and AKS), so one default serves a
+# model on every cloud a stack may span. A stated cap is held only to the clouds its model runs on.
+NODE_DRAIN_LIMIT_S = min(a.pod_grace_limit_s for a in NODE_AUTOSCALER.values() if a.pod_grace_limit_s)
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 CONTAINER_LOG = "/proc/1/fd/1"
 

@@ -35,6 +35,13 @@ class NodeAutoscaler:
     # NodePools (AwsRegion.zones_down). The cluster autoscalers' rows are not verified against
     # their code: they are taken to launch in the zones up.
     launches_while_zone_down: bool = True
+    # How long it waits for a pod of a node it removes before it kills it, whatever the pod's
+    # grace period; None: it waits for the pod's own (Karpenter, unless a NodePool's
+    # `terminationGracePeriod` says less, which the deploy check reads). The cluster autoscaler's
+    # `--max-graceful-termination-sec` defaults to 600 (its FAQ); AKS documents its profile's
+    # `max-graceful-termination-sec` default as 600; GKE documents a scale-down grace period of
+    # up to 10 minutes; kubernetes/kubernetes#94435 shows a 3 h grace cut at 10 min by it.
+    pod_grace_limit_s: float | None = 600.0
 
 
 _KAITO_S = 284.0
@@ -44,7 +51,7 @@ NODE_AUTOSCALER: dict[Cloud, NodeAutoscaler] = {
     Cloud.AWS: NodeAutoscaler(
         "karpenter", _KAITO_S,
         f"{_KAITO}; no Karpenter GPU figure on file, the AKS one stands in",
-        launches_while_zone_down=False),
+        launches_while_zone_down=False, pod_grace_limit_s=None),
     Cloud.GCP: NodeAutoscaler(
         "gke-cluster-autoscaler", _KAITO_S,
         f"{_KAITO}; no GKE GPU figure on file, the AKS one stands in"),

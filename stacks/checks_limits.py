@@ -7,7 +7,7 @@ which value is over which limit instead of the planner guessing a cause:
   against `max_model_len` when the stack caps it;
 - `max_output_tokens` against the token mix's mean output (the sizing assumes responses that
   long) and against the drain: a response that long at the tier's TPOT must finish within the
-  grace period the node autoscaler honours (serving/drain.py);
+  grace period the node autoscalers of its clouds honour (serving/drain.py, nodescaling.py);
 - the models a region serves against the front door's 15 routes per cluster.
 """
 
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from serving import drain
 from serving.hardware import Cloud, machine
 from serving.models import CATALOG
+from serving.nodescaling import NODE_AUTOSCALER
 from stacks.checks_base import Problem
 from stacks.schema import ModelSpec, StackSpec
 from stacks.tiers import resolve_tiers, tier_of
@@ -83,19 +84,19 @@ def _token_mix(at: str, model: ModelSpec) -> Iterator[Problem]:
 
 def _output_cap(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:
     """The cap stated, or the tier's default (drain.output_cap), against the token mix's mean
-    output; a stated one against the drain's 600 s too (the default fits it by construction)."""
+    output; a stated one against the shortest wait of the node autoscalers of the clouds the model
+    runs on (serving/nodescaling.py; the default fits every cloud's by construction)."""
     tier = resolve_tiers(spec).get(tier_of(spec, model))
     if tier is None:
         return  # an unknown tier is reported at models[i].tier
-    ttft_s, tpot_s = tier.ttft_s, tier.tpot_s
     cap = model.max_output_tokens
     mean = model.tokens.output_tokens
     if cap is None:
-        fits = drain.output_cap(ttft_s, tpot_s)
+        fits = drain.output_cap(tier.ttft_s, tier.tpot_s)
         if fits < mean:
             yield Problem(f"{at}.tier", f"the {tier.tier} tier ({tier.ttft_ms:g} ms TTFT, "
                           f"{tier.tpot_ms:g} ms per token) lets a response of at most {max(fits, 0)} "
-                          f"tokens finish within the {drain.NODE_DRAIN_LIMIT_S} s the cluster autoscaler "
+                          f"tokens finish within the {drain.NODE_DRAIN_LIMIT_S:g} s the cluster autoscaler "
                           f"waits for a replica it scales in, below the token mix's mean output of {mean}; "
                           "use a faster tier or lower tokens.output_tokens")
         return
@@ -103,12 +104,18 @@ def _output_cap(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]
         yield Problem(f"{at}.max_output_tokens", f"{cap} tokens is below the token mix's mean output "
                       f"of {mean}, which the sizing assumes; raise max_output_tokens or lower "
                       "tokens.output_tokens")
-    grace = drain.grace_s(ttft_s, tpot_s, cap)
-    if grace > drain.NODE_DRAIN_LIMIT_S:
+    waits = [(a.pod_grace_limit_s, a.name) for r in spec.regions
+             if model.regions is None or r.region in model.regions
+             if (a := NODE_AUTOSCALER[Cloud(r.cloud)]).pod_grace_limit_s is not None]
+    if not waits:
+        return  # Karpenter only: it waits for the pod's own grace period
+    limit, who = min(waits)
+    grace = drain.grace_s(tier.ttft_s, tier.tpot_s, cap)
+    if grace > limit:
         yield Problem(f"{at}.max_output_tokens", f"a response of {cap} tokens at the {tier.tier} "
                       f"tier's {tier.tpot_ms:g} ms per token needs a {grace} s drain when its replica "
-                      f"is scaled in, but the cluster autoscaler stops waiting at "
-                      f"{drain.NODE_DRAIN_LIMIT_S} s; at most {drain.output_cap(ttft_s, tpot_s)} tokens")
+                      f"is scaled in, but {who} stops waiting at {limit:g} s; at most "
+                      f"{drain.output_cap(tier.ttft_s, tier.tpot_s, limit)} tokens")
 
 
 __all__ = ["check_limits"]

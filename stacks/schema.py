@@ -265,9 +265,10 @@ class ModelSpec(_Spec):
     max_output_tokens: Count | None = Field(default=None, ge=1, description=(
         "The most tokens one response may generate: vLLM caps every chat and completion request "
         "at it, and a replica being scaled in waits for a response this long at the tier's TPOT "
-        "before it stops. At least tokens.output_tokens; its wait at most 600 s, where the "
-        "cluster autoscaler stops waiting. Default: the most that wait allows, within the "
-        "served context (19,550 at the interactive tier, 5,850 at standard, 3,320 at batch)."))
+        "before it stops. At least tokens.output_tokens; on GKE and AKS its wait at most 600 s, "
+        "where the cluster autoscaler stops waiting (Karpenter waits longer). Default: the most "
+        "600 s allows, within the served context (19,550 at the built-in interactive tier, 5,850 "
+        "at standard, 3,320 at batch)."))
     replicas: ReplicaBounds | None = Field(default=None, description=(
         "Replica bounds that override the sizing. Default: sized from peak_qps and the tier."))
     tokens: TokenMix = Field(default=TokenMix(), description=(

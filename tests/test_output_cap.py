@@ -11,14 +11,15 @@ from collections.abc import Callable
 
 import pytest
 
-from rtip.deploycheck import run_checks
-from rtip.deploycheck.drain import _go_duration_s, check_drain
+from rtip.deploycheck import Severity, run_checks
+from rtip.deploycheck.drain import _karpenter_duration_s, check_drain
 from rtip.deploycheck.graph import cluster_of
 from rtip.offline import Record, Resource
 from serving import drain
 from serving.simulator import EngineConfig, FleetConfig, SimConfig, StepTime, Targets, Trace, simulate
 from stacks.loader import load_spec
 from stacks.plan import plan_stack
+from stacks.schema import ModelSpec
 from tests.conftest import plan_of, record_of, stack_doc
 
 # The tiers' targets (MLPerf's, FACTS.md section 7): TTFT and TPOT in seconds.
@@ -27,6 +28,13 @@ TIER_TARGETS = {"interactive": (0.5, 0.030), "standard": (2.0, 0.100), "batch": 
 # 5 s settle and 8 s margin, less the TTFT, over the TPOT: 586.5 / 0.03, 585 / 0.1, 581 / 0.175.
 DEFAULT_CAPS = {"interactive": 19_550, "standard": 5_850, "batch": 3_320}
 CA_WAIT_S = 600
+
+
+def test_the_stack_schema_states_the_default_caps_of_the_built_in_tiers() -> None:
+    description = ModelSpec.model_fields["max_output_tokens"].description or ""
+    for tier, cap in DEFAULT_CAPS.items():
+        assert f"{cap:,} at {'the built-in ' if tier == 'interactive' else ''}{tier}" in description
+        assert drain.output_cap(*TIER_TARGETS[tier]) == cap
 
 
 def test_each_prod_model_gets_its_tiers_cap_within_its_context() -> None:
@@ -185,7 +193,8 @@ def test_a_node_autoscaler_that_waits_less_than_the_grace_period_is_found() -> N
     longer = _with(record, _edited(svc, lambda i: i["spec"]["predictor"].update(
         {"terminationGracePeriodSeconds": 601})))
     (message,) = _drain_errors(longer, svc.urn)
-    assert "601 s grace period is longer than the 600 s the node autoscaler waits (GKE's" in message
+    assert ("601 s grace period is longer than the 600 s the node autoscaler waits "
+            "(gke-cluster-autoscaler's default)") in message
     # EKS: the Karpenter NodePool of the predictor's own pool force-deletes pods after 5 minutes;
     # the same on another pool's NodePool is no concern of this predictor.
     svc = _svc(record, "aws")
@@ -203,9 +212,48 @@ def test_a_node_autoscaler_that_waits_less_than_the_grace_period_is_found() -> N
     assert _drain_errors(_with(record, _edited(other, five_minutes)), svc.urn) == []
     (message,) = _drain_errors(_with(record, _edited(pools[own], five_minutes)), svc.urn)
     assert "longer than the 300 s the node autoscaler waits (Karpenter NodePool" in message
+    # A duration the NodePool CRD would refuse is not read: a warning, not a guess.
+    def unreadable(inputs: dict) -> None:
+        inputs["spec"]["template"]["spec"]["terminationGracePeriod"] = "1.5h"
+
+    (message,) = _drain_errors(_with(record, _edited(pools[own], unreadable)), svc.urn)
+    assert "the node autoscaler's wait was not checked" in message and "'1.5h' is no duration" in message
+
+
+@pytest.mark.parametrize(("grace", "cut"), [(600, False), (599, True), (None, True)])
+def test_a_grace_period_shorter_than_the_drain_is_found(grace: int | None, cut: bool) -> None:
+    """A standard-tier predictor's hook settles 5 s and waits 587 s; with the hook's 8 s margin it
+    needs 600 s. 599 s, or none (Kubernetes' default 30 s), stops vLLM mid-drain."""
+    record = record_of("prod")
+    svc = next(r for r in record.resources if r.inputs.get("kind") == "InferenceService"
+               and r.inputs["spec"]["predictor"]["annotations"]["rtip.dev/tier"] == "standard")
+
+    def set_grace(inputs: dict) -> None:
+        predictor = inputs["spec"]["predictor"]
+        predictor.pop("terminationGracePeriodSeconds")
+        if grace is not None:
+            predictor["terminationGracePeriodSeconds"] = grace
+
+    errors = _drain_errors(_with(record, _edited(svc, set_grace)), svc.urn)
+    if not cut:
+        assert errors == []
+        return
+    (message,) = errors
+    given = "Kubernetes' default 30 s" if grace is None else f"{grace} s"
+    assert f"its grace period ({given}) ends before its preStop drain (592 s" in message
+
+
+def test_a_tier_the_plan_does_not_have_is_a_warning() -> None:
+    record = record_of("prod")
+    svc = _svc(record, "aws")
+    edited = _edited(svc, lambda i: i["spec"]["predictor"]["annotations"].update({"rtip.dev/tier": "gold"}))
+    found = [f for f in run_checks(_with(record, edited)) if f.check == "drain" and f.urn == svc.urn]
+    assert [f.severity for f in found] == [Severity.WARNING] and "'gold'" in found[0].message
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("48h", 172800.0), ("1h30m", 5400.0), ("90s", 90.0),
-                                               ("1.5h", 5400.0), ("", None), ("5 m", None), ("10", None)])
-def test_karpenter_durations_read_as_go_reads_them(text: str, seconds: float | None) -> None:
-    assert _go_duration_s(text) == seconds
+                                               ("1.5h", None), ("500ms", None), ("", None), ("5 m", None),
+                                               ("10", None)])
+def test_karpenter_durations_read_as_the_nodepool_crd_admits_them(text: str, seconds: float | None) -> None:
+    """Only what the CRD's pattern admits (karpenter-crd 1.14.1: ^([0-9]+(s|m|h))+$)."""
+    assert _karpenter_duration_s(text) == seconds

@@ -81,10 +81,15 @@ def _int(value: Any) -> int | None:
         return None
 
 
+def nodepools_of(record: Record, cluster: Resource, pool: str | None) -> list[Resource]:
+    """The cluster's Karpenter NodePools that launch nodes of `pool` (their template's label)."""
+    return [n for n in _on(record, cluster, NODE_POOL)
+            if _get(n.inputs, "spec", "template", "metadata", "labels", POOL_LABEL) == pool]
+
+
 def _karpenter(record: Record, pool: Resource, cluster: Resource, floor: int, peak: int) -> list[str]:
     name = str(pool.inputs.get("pool"))
-    owned = [n for n in _on(record, cluster, NODE_POOL)
-             if _get(n.inputs, "spec", "template", "metadata", "labels", POOL_LABEL) == name]
+    owned = nodepools_of(record, cluster, name)
     if not owned:
         return [f"no Karpenter NodePool on the cluster launches `{POOL_LABEL}={name}` nodes, and its "
                 f"managed node group stays at {floor}"]
@@ -255,4 +260,5 @@ def check_capacity(record: Record) -> list[Finding]:
             *check_amd(record)]
 
 
-__all__ = ["check_amd", "check_autoscalers", "check_capacity", "check_nvme", "check_prometheus"]
+__all__ = ["check_amd", "check_autoscalers", "check_capacity", "check_nvme", "check_prometheus",
+           "nodepools_of"]

@@ -60,6 +60,16 @@ def object_name(resource: Resource) -> str:
     return str(name) if name else resource.name
 
 
+def descendants(record: Record, urn: str) -> list[Resource]:
+    """Every resource below `urn` in the component tree."""
+    out, todo = [], [urn]
+    while todo:
+        for child in record.children(todo.pop()):
+            out.append(child)
+            todo.append(child.urn)
+    return out
+
+
 def cluster_of(record: Record, resource: Resource) -> Resource | None:
     """The cluster component that owns the resource's provider (as rtip/render.py finds it)."""
     if resource.provider is None:
@@ -115,4 +125,4 @@ def _with_descendants(record: Record, index: dict[str, Resource], urn: str) -> l
 
 
 __all__ = ["CRD_TYPE", "HELM_RELEASE", "LABEL_OPERATORS", "ApiKind", "api_kind", "cluster_of",
-           "object_name", "string_map", "waits_for"]
+           "descendants", "object_name", "string_map", "waits_for"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rtip.deploycheck.graph import descendants
 from rtip.offline import Record, Resource
 from serving import gpu_config
 from serving.hardware import SYSTEM_MACHINES, Cloud, Vendor, machine
@@ -108,12 +109,12 @@ def gpu_allocatable(cloud: Cloud, pool: Any, pools: tuple[Any, ...]) -> dict[str
 def cluster_nodes(record: Record, cluster: Resource) -> list[NodeShape]:
     """Every pool of one `rtip:<cloud>:Cluster` component: the system pool first."""
     cloud = Cloud(str(cluster.inputs.get("cloud")))
-    descendants = _descendants(record, cluster.urn)
-    nodes = [n for n in (_system(cloud, cluster.name, r) for r in descendants) if n is not None]
+    below = descendants(record, cluster.urn)
+    nodes = [n for n in (_system(cloud, cluster.name, r) for r in below) if n is not None]
     region = next((r for r in (record.plan.regions if record.plan else ()) if r.cluster == cluster.name),
                   None)
     planned = {p.name: p for p in region.pools} if region else {}
-    for comp in (r for r in descendants if r.type == "rtip:k8s:GpuPool"):
+    for comp in (r for r in below if r.type == "rtip:k8s:GpuPool"):
         props = comp.inputs
         shape = machine(cloud, str(props.get("machineType")))
         if shape is None:
@@ -145,15 +146,6 @@ def _system(cloud: Cloud, cluster: str, r: Resource) -> NodeShape | None:
     shape = SYSTEM_MACHINES[cloud].get(str(size))
     alloc = _cpu_mem(shape.vcpus, shape.memory_gib) if shape else {}
     return NodeShape("system", str(size), dict(labels or {}), _taints(taints), alloc)
-
-
-def _descendants(record: Record, urn: str) -> list[Resource]:
-    out, todo = [], [urn]
-    while todo:
-        for child in record.children(todo.pop()):
-            out.append(child)
-            todo.append(child.urn)
-    return out
 
 
 __all__ = ["AUTO_LABEL_PREFIXES", "NodeShape", "Taint", "cluster_nodes", "gpu_allocatable",
