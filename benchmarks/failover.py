@@ -93,7 +93,7 @@ def variant(name: str, emitted: Failover) -> Failover:
     for setting in ("blind-55s", "at-max"):  # what a variant does to the HPA, not the failover
         name = "as-emitted" if name == setting else name.removeprefix(f"{setting}-")
     if name == "as-emitted":
-        made = failover(picker_values(), tolerations)
+        made = predictor_failover()
     elif name == "no-filter":
         made = failover({}, tolerations)
     elif name == "filter-2s":
@@ -105,7 +105,7 @@ def variant(name: str, emitted: Failover) -> Failover:
         made = Failover()
     elif name in ("picker-handover", "picker-stuck"):
         stall = PICKER_HANDOVER_S if name == "picker-handover" else STUCK_CONNECTION_S
-        made = replace(failover(picker_values(), tolerations), picker_stall_s=stall)
+        made = replace(predictor_failover(), picker_stall_s=stall)
     else:
         raise ValueError(name)
     return replace(made, new_nodes_while_down=emitted.new_nodes_while_down,
@@ -115,8 +115,8 @@ def variant(name: str, emitted: Failover) -> Failover:
 def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
     dep, trace, at = lost_pods.setup(plan, base, model, at)
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
-    emitted = dep.fleet.failover
-    if (emitted.route_s, emitted.evict_s) != (predictor_failover().route_s, predictor_failover().evict_s):
+    emitted, planned = dep.fleet.failover, predictor_failover()
+    if (emitted.route_s, emitted.evict_s) != (planned.route_s, planned.evict_s):
         raise SystemExit(f"{model}: the deployment's failover {emitted} is not the emitted one")
     runs: dict[str, Any] = {}
     for name in VARIANTS:

@@ -72,14 +72,16 @@ def without_lost_term(query: str) -> str:
 
 def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.0,
          new_nodes: bool | None = None, failover: Failover | None = None,
-         judged: Failover | None = None, max_replicas: int | None = None) -> dict[str, Any]:
+         judged: Failover | None = None, max_replicas: int | None = None,
+         page: bool = False) -> dict[str, Any]:
     """The zone-loss item of the plan's run with the fullest zone lost at `at`, under `query`,
     with the HPA's reads failing for `blind_s` after the loss, and with the fleet's failover
     (its node launches while the zone is down, or all of it) replaced where given. The item
     judges the window of `judged` when given (runs compared over one window: a later eviction
     lengthens the window, and good requests after the recovery then dilute its share), and the
     ScaledObject's maxReplicaCount is `max_replicas` when given. `held_at_loss` is the
-    Deployment's replicas as the zone went."""
+    Deployment's replicas as the zone went; with `page`, `overdue_paged_after_s` is when the
+    replicas-overdue page fires after the loss (its evaluation costs about as much as the run)."""
     fleet = bench._start_fleet(dep, trace, "plan")
     if failover is not None:
         fleet = replace(fleet, failover=failover)
@@ -98,8 +100,7 @@ def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.
         cfg = replace(cfg, metric_outages=((at, at + blind_s),))
     sim = Simulation(trace, cfg, "least-loaded", auto)
     result = sim.run()
-    # The replicas-overdue page over the run (its PrometheusRule's expression and `for`).
-    paged = overdue_page(sim.store, dep.plan, cfg.namespace, result.end_s)["first_fired_s"]
+    paged = overdue_page(sim.store, dep.plan, cfg.namespace, result.end_s)["first_fired_s"] if page else None
     moved = replace(dep, fleet=fleet if judged is None else replace(fleet, failover=judged))
     item = checklist(result, moved, trace, failure)[3]
     figs = figures(result, moved)
@@ -116,7 +117,7 @@ def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.
             # When the first two replacements could serve (the VL model's code moment needs two).
             "replacements_ready_after_s": [round(r - at, 1) for r in ready[:2]],
             "held_at_loss": held,
-            "overdue_paged_after_s": None if paged is None else round(paged - at, 1),
+            **({"overdue_paged_after_s": None if paged is None else round(paged - at, 1)} if page else {}),
             "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"]}
 
 
@@ -142,7 +143,7 @@ def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
             "with_term": _run(dep, trace, at, query),
             "without_term": _run(dep, trace, at, without_lost_term(query)),
             "blind": {f"{b:g}s": _run(dep, trace, at, query, b) for b in BLIND_S},
-            "new_nodes_while_down": {str(n).lower(): _run(dep, trace, at, query, new_nodes=n)
+            "new_nodes_while_down": {str(n).lower(): _run(dep, trace, at, query, new_nodes=n, page=True)
                                      for n in (True, False)}}
 
 

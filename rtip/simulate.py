@@ -160,8 +160,8 @@ def print_report(doc: dict[str, object], console: Console) -> None:
         overdue = run["replicas_overdue"]
         fired_at = overdue["first_fired_s"]
         paged = f"paged at {fired_at:.0f} s" if fired_at is not None else "did not page"
-        console.print(f"  {overdue['alert']} (replicas wanted for {overdue['wanted_for_s']} s and not "
-                      f"serving): {paged}", markup=False)
+        console.print(f"  {overdue['alert']} (a pod not Ready for {overdue['not_ready_window_s']} s and "
+                      f"not being deleted): {paged}", markup=False)
 
 
 def command(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from serving.manifests import MANAGED, POOL_LABEL
 from serving.models import Quantization
 from serving.profiles import SliceKind
 from serving.sharing import Sharing
-from serving.simulator.prometheus import predictor_deployment as deployment_name
+from serving.simulator.prometheus import predictor_name
 from serving.slices import SharingMode
 from serving.slo_rules import prometheus_rule, rule_notes
 from serving.tiers import TierSpec
@@ -255,7 +255,7 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
 
 def predictor_deployment(plan: ModelRegionPlan) -> str:
     """KServe's Standard mode names the predictor Deployment `<isvc>-predictor`."""
-    return deployment_name(plan.model)
+    return predictor_name(plan.model)
 
 
 def scaled_object(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
@@ -305,12 +305,18 @@ def pod_monitor(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]
             "spec": pod_monitor_spec(plan.model)}
 
 
+def overdue(plan: ModelRegionPlan) -> tuple[str, float]:
+    """What the model's replicas-overdue page watches: its predictor Deployment's pods, and how long
+    one may take to serve (serving/slo_rules.py `overdue_rule`)."""
+    return predictor_deployment(plan), pod.replica_overdue_s(plan.cold_start)
+
+
 def slo_rule(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
     """The model's latency SLO rules, on the series the PodMonitor scrapes (the operator loads
     rules from every namespace: components/addons.py opens its rule selector)."""
     return prometheus_rule(plan.model, cluster.namespace, plan.tier_spec,
                            _meta(f"{plan.model}-slo", cluster.namespace, plan.model),
-                           overdue=(predictor_deployment(plan), pod.replica_overdue_s(plan.cold_start)))
+                           overdue=overdue(plan))
 
 
 def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]:
@@ -360,6 +366,6 @@ __all__ = ["AUTOSCALER_CLASS", "CLOUD_POD_LABELS", "CLUSTER_SERVING_RUNTIME", "D
            "POD_MONITOR", "RUNS_AS_ROOT", "RUNTIME_IMAGE", "SCALED_OBJECT", "ClusterTarget", "ModelManifests",
            "ModelRegionPlan",
            "PoolTarget", "cluster_serving_runtime", "inference_service", "local_model_cache",
-           "model_manifests", "pod_disruption_budget", "pod_monitor", "pod_monitor_spec",
+           "model_manifests", "overdue", "pod_disruption_budget", "pod_monitor", "pod_monitor_spec",
            "predictor_deployment",
            "runtime_image", "runtime_name", "scaled_object", "slo_rule"]

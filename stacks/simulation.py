@@ -56,7 +56,7 @@ from serving.simulator import (
     Trace,
     ZoneFailure,
 )
-from serving.simulator.prometheus import pod_target_label
+from serving.simulator.prometheus import monitor_target_labels
 from serving.slices import SharingMode
 from stacks.model_plan import ModelRegionPlan
 from stacks.naming import MODELS_NAMESPACE
@@ -173,10 +173,7 @@ def _gpu_share(mp: ModelRegionPlan) -> float:
 def model_target_labels(model: str) -> tuple[tuple[str, str], ...]:
     """The labels Prometheus puts on each of the model's targets: its PodMonitor's
     podTargetLabels, valued from the labels its selector requires of the pods it scrapes."""
-    monitor = pod_monitor_spec(model)
-    pod_labels = monitor["selector"]["matchLabels"]
-    return tuple((pod_target_label(k), str(pod_labels[k])) for k in monitor.get("podTargetLabels", [])
-                 if k in pod_labels)
+    return tuple(monitor_target_labels(pod_monitor_spec(model)).items())
 
 
 def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:

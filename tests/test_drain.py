@@ -141,16 +141,25 @@ def test_every_predictor_drains_within_its_grace_period() -> None:
 
 
 def test_the_simulator_stops_a_draining_replica_when_the_emitted_hook_gives_up() -> None:
-    """The simulated drain limit is the settle plus the bound read off the emitted hook: past it
-    the kubelet's SIGTERM stops vLLM at once, cutting what still runs."""
-    from stacks.simulation import deployment, select
+    """In every region of every prod model, the simulated drain limit is the emitted grace period
+    less the hook's last poll (1 s), its timeout (5 s) and a 2 s pause: past it the kubelet's
+    SIGTERM stops vLLM at once, cutting what still runs. And the emitted hook's settle plus its
+    bound ends there too."""
+    from rtip.deploycheck.graph import cluster_of
+    from stacks.simulation import deployment
     from tests.conftest import plan_of
 
     plan = plan_of("prod")
-    (svc,) = [r for r in record_of("prod").resources if r.inputs.get("kind") == "InferenceService"
-              and r.inputs["metadata"]["name"] == "llama-70b"][:1]
-    script = svc.inputs["spec"]["predictor"]["model"]["lifecycle"]["preStop"]["exec"]["command"][2]
-    settle = float(script.split("time.sleep(")[1].split(")")[0])
-    bound = float(script.split("time.monotonic() + ")[1].split("\n")[0])
-    (mp,) = select(plan, "llama-70b")[:1]
-    assert deployment(plan, mp).fleet.drain_limit_s == pytest.approx(settle + bound)
+    record = record_of("prod")
+    for mp in plan.models:
+        cluster = plan.region(mp.region).cluster
+        (svc,) = [r.inputs for r in record.resources if r.inputs.get("kind") == "InferenceService"
+                  and r.inputs["metadata"]["name"] == mp.model
+                  and (c := cluster_of(record, r)) is not None and c.name == cluster]
+        predictor = svc["spec"]["predictor"]
+        script = predictor["model"]["lifecycle"]["preStop"]["exec"]["command"][2]
+        settle = float(script.split("time.sleep(")[1].split(")")[0])
+        bound = float(script.split("time.monotonic() + ")[1].split("\n")[0])
+        limit = deployment(plan, mp).fleet.drain_limit_s
+        assert limit == pytest.approx(predictor["terminationGracePeriodSeconds"] - (1 + 5 + 2))
+        assert limit == pytest.approx(settle + bound)

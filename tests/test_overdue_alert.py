@@ -1,5 +1,5 @@
-"""The replicas-overdue page (serving/slo_rules.py `overdue_rule`): replicas the HPA has wanted for
-longer than any cold start, still not serving. Checked by Prometheus's own rule engine (promtool)
+"""The replicas-overdue page (serving/slo_rules.py `overdue_rule`): a predictor pod not Ready for
+longer than any cold start takes, and not being deleted. Checked by Prometheus's own rule engine (promtool)
 at hand-computed minutes, by the simulated PromQL against promtool's answers, in a simulated zone
 outage as Karpenter lives it (no node for the replacement), and in the rules every stack emits."""
 
@@ -20,8 +20,8 @@ from serving.simulator import (
     ZoneFailure,
 )
 from serving.simulator.config import ColdStartSpec, Failover
-from serving.simulator.prometheus import predictor_deployment
-from serving.simulator.promql import evaluate
+from serving.simulator.prometheus import predictor_name
+from serving.simulator.promql import Store, evaluate
 from serving.simulator.sim import SimConfig
 from serving.slo_rules import (
     OVERDUE_ALERT,
@@ -128,7 +128,7 @@ def _outage(new_nodes: bool) -> float | None:
                     zone_failures=(ZoneFailure("a", 600.0),), model_name="m", namespace=NS, end_s=1500.0)
     sim = Simulation(trace, cfg, "least-loaded", StaticPolicy(3))
     sim.run()
-    return first_fired_s(sim.store, overdue_expr("m", NS, predictor_deployment("m"), 300.0), 120.0, 1500.0)
+    return first_fired_s(sim.store, overdue_expr("m", NS, predictor_name("m"), 300.0), 120.0, 1500.0)
 
 
 def test_a_replacement_that_finds_no_node_pages_and_one_that_serves_does_not() -> None:
@@ -221,3 +221,14 @@ def test_pods_that_cannot_be_created_page_after_five_minutes(tmp_path: Path) -> 
              case("other-predictor", "_x10 1x30", [(t, []) for t in ("15m", "40m")])]
     done = promtool.run_rule_tests([{"name": "m", "rules": [rule]}], tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_each_series_of_a_page_is_pending_on_its_own_clock() -> None:
+    """As Prometheus's rule manager keeps `activeAt` per label set: pod a is down to 60 s, pod b
+    from 90 s; held 120 s, evaluated every 30 s, the page fires at 210 s (b pending from 90 s),
+    not at 150 s as one clock started by a would have it."""
+    store = Store()
+    for t in range(0, 301, 15):
+        store.add(float(t), "x", (("pod", "a"),), 0.0 if t <= 60 else 1.0)
+        store.add(float(t), "x", (("pod", "b"),), 0.0 if t >= 90 else 1.0)
+    assert first_fired_s(store, "x == 0", 120.0, 300.0) == 210.0

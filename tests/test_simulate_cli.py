@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from serving.models import CATALOG
 from serving.profiles import SliceKind, profile
 from serving.simulator import load_csv
 from serving.slices import SharingMode
-from tests.conftest import stack_doc, write_stack
+from tests.conftest import plan_of, stack_doc, write_stack
 
 PROMPT, OUTPUT = 1155, 211  # the stack's default token mix (schema TokenMix)
 # MLPerf Llama-3.1-405B server p99 limits: the batch tier's targets (FACTS.md section 7).
@@ -39,7 +40,8 @@ def _trace(path: Path, rate_qps: float, duration_s: float, seed: int) -> Path:
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("traces")
-    return {"short": _trace(d / "short.csv", 1.0, 600, 1), "long": _trace(d / "long.csv", 4.0, 1200, 2)}
+    return {"short": _trace(d / "short.csv", 1.0, 600, 1), "long": _trace(d / "long.csv", 4.0, 1200, 2),
+            "hour": _trace(d / "hour.csv", 2.0, 2400, 3)}
 
 
 def _stack(tmp_path: Path, name: str, peak_qps: float, replicas: tuple[int, int] | None,
@@ -155,6 +157,30 @@ def test_losing_the_fullest_zone_names_the_zone_it_took(
     assert same["zone_loss"]["chosen"] is False
     assert _item(chosen, "zone loss")["figures"] == _item(named, "zone loss")["figures"]
     assert _item(chosen, "zone loss")["detail"].startswith("zone us-east-1a lost at 120 s:")
+
+
+@pytest.mark.parametrize(("replicas", "pages"), [((3, 3), False), ((6, 6), True)])
+def test_a_replacement_that_finds_no_node_pages_as_overdue(
+        tmp_path: Path, traces: dict[str, Path], capsys, replicas: tuple[int, int], pages: bool) -> None:
+    """The replicas-overdue page over the same zone losses: the lost pods are evicted 90 s after
+    the loss at 120 s, and their replacements are created then (210 s). With a free slot they serve;
+    without one they stay Pending, and the page fires at the first evaluation (every 30 s) past
+    210 s + W, plus its 2 minutes, W being the pod's cold start with a new node (by hand: node
+    provisioning and init, then 1.5x the pull, weights and engine start)."""
+    stack = _stack(tmp_path, "o", 5.0, replicas, ["us-east-1a", "us-east-1b", "us-east-1c"])
+    args = [str(stack), "--trace", str(traces["hour"]), "--zone-loss", "us-east-1a@120"]
+    _, doc = _run(capsys, *args)
+    (run,) = doc["models"]
+    cold = next(m.cold_start for m in plan_of("dev").models if m.model == "llama-1b")
+    window = math.ceil(cold.node_provisioning_s + cold.node_init_s
+                       + 1.5 * (cold.image_pull_s + cold.weights_load_s + cold.engine_start_s))
+    page = run["replicas_overdue"]
+    assert page["alert"] == "RtipReplicasOverdue" and page["not_ready_window_s"] == window
+    expected = 30 * (math.floor((210 + window) / 30) + 1) + 120
+    assert page["first_fired_s"] == (expected if pages else None)
+    main(["simulate", *args])
+    said = " ".join(capsys.readouterr().out.split())
+    assert (f"paged at {expected} s" if pages else "did not page") in said
 
 
 def test_the_text_report_says_what_the_json_holds(tmp_path: Path, traces: dict[str, Path], capsys) -> None:

@@ -261,3 +261,24 @@ def test_packed_node_seconds_count_the_fewest_nodes_a_zone_by_hand():
     assert sorted(r.gone_s or 0.0 for r in fleet.replicas) == [0.0, 0.0, 100.0]
     assert fleet.packed_node_seconds(300.0) == pytest.approx(400.0)
     assert fleet.packed_node_seconds(50.0) == pytest.approx(100.0)  # both nodes, 50 s
+
+
+def test_a_simulation_cuts_the_generations_a_drain_limit_outlasts():
+    """In a whole run: three replicas, each given a 3,000-token generation (at least 0.02 s a step,
+    60 s), scaled to one at 10 s with a 2 s drain limit. The two scaled in are stopped at 12 s and
+    their requests fail (drain_cut 2); the one kept finishes its own."""
+    from serving.simulator import SimConfig, Targets, Trace, simulate
+
+    class Down:
+        interval_s = 10.0
+        min_replicas = 1
+
+        def decide(self, now, view):
+            return 3 if now < 10.0 else 1
+
+    cfg = SimConfig(engine=EngineConfig(step=STEP, kv_blocks=1000),
+                    fleet=FleetConfig(zones=("a", "b", "c"), initial_replicas=3, drain_limit_s=2.0),
+                    targets=Targets(1.0, 1.0))
+    res = simulate(Trace([0.0, 0.1, 0.2], [50, 50, 50], [3000, 3000, 3000]), cfg, "round-robin", Down())
+    assert sorted(res.ok.tolist()) == [False, False, True]
+    assert res.extra["drain_cut"] == 2

@@ -35,7 +35,7 @@ from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import HELM_RELEASE, api_kind, cluster_of, object_name, string_map
 from rtip.deploycheck.monitor_select import CHART, Loader
 from rtip.offline import Record, Resource
-from serving.simulator.prometheus import SCRAPE_DURATION, UP, pod_target_label
+from serving.simulator.prometheus import TARGET_SERIES, monitor_target_labels
 
 CHECK = "autoscaling"
 RULES_CHECK = "alerts"  # the same question of the plan's own alert and recording rules
@@ -71,11 +71,8 @@ def target_label_problem(record: Record, cluster: Resource | None, namespace: st
                          value: str) -> str | None:
     """Why no PodMonitor in `namespace` writes target label `label`=`value` (None: one does)."""
     for monitor in _in_namespace(record, cluster, "PodMonitor", namespace):
-        spec = monitor.inputs.get("spec") or {}
-        required = string_map((spec.get("selector") or {}).get("matchLabels"))
-        for pod_label in spec.get("podTargetLabels") or []:
-            if pod_target_label(str(pod_label)) == label and required.get(str(pod_label)) == value:
-                return None
+        if monitor_target_labels(monitor.inputs.get("spec") or {}).get(label) == value:
+            return None
     return (f"no PodMonitor in namespace {namespace} copies a pod label onto its targets as {label} "
             f"(podTargetLabels) while selecting pods where it is {value!r}")
 
@@ -212,7 +209,7 @@ def series_problems(record: Record, cluster: Resource | None, query: str, what: 
     out: list[Problem] = []
     for metric, matchers in selectors(query):
         namespace = matchers.get("namespace")
-        if metric in (UP, SCRAPE_DURATION) and namespace is not None:
+        if metric in TARGET_SERIES and namespace is not None:
             for label, value in matchers.items():
                 if label in DISCOVERY_LABELS:
                     continue

@@ -193,6 +193,8 @@ class Failover:
 
     @property
     def instant(self) -> bool:
+        """Lost replicas gone and replaced at once (the picker's stall is apart: it fails the
+        model's requests whatever happens to its replicas)."""
         return self.route_s == self.evict_s == self.not_ready_s == 0
 
 

@@ -80,6 +80,11 @@ class Replica:
         """Whether a node came for it (a Pending one has no node, address or GPU)."""
         return self.node.nid != UNSCHEDULED
 
+    def bound(self, now: float) -> bool:
+        """Whether its node had joined by `now` (the unscheduled node never joins): only then
+        does the pod have an address and a kubelet to set its conditions."""
+        return self.node.ready_s <= now
+
     @property
     def load(self) -> int:
         if self.state == LOST:

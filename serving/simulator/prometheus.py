@@ -16,8 +16,10 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
 Labels = tuple[tuple[str, str], ...]
 LOOKBACK_S = 300.0
@@ -36,12 +38,22 @@ POD_READY = "kube_pod_status_ready"
 KSM_POD_SERIES = (POD_DELETION, POD_CREATED, POD_READY)  # the exporter's, not the pod's own
 
 
-def predictor_deployment(model: str) -> str:
-    """KServe's Standard mode names an InferenceService's predictor Deployment `<isvc>-predictor`."""
+def predictor_name(model: str) -> str:
+    """KServe's Standard mode names an InferenceService's predictor Deployment `<isvc>-predictor`
+    (serving/deployments.py emits it; the simulator names its pods after it)."""
     return f"{model}-predictor"
 
 
 _INVALID_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def monitor_target_labels(spec: Mapping[str, Any]) -> dict[str, str]:
+    """The target labels a PodMonitor `spec` writes on every target (its `podTargetLabels`), each
+    valued as its selector requires of the pods it scrapes (a label it leaves free has no one
+    value, so it is left out)."""
+    required = (spec.get("selector") or {}).get("matchLabels") or {}
+    return {pod_target_label(str(k)): str(required[k]) for k in spec.get("podTargetLabels") or []
+            if k in required}
 
 
 def pod_samples(store: Store, now: float, namespace: str, pod: str, created_s: float,
@@ -165,4 +177,4 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
 
 __all__ = ["KSM_POD_SERIES", "LOOKBACK_S", "POD_CREATED", "POD_DELETION", "POD_READY", "SCRAPE_DURATION",
            "TARGET_SERIES", "UP", "Labels", "Series", "Store", "bucket_quantile", "extrapolated_rate",
-           "pod_samples", "pod_target_label", "predictor_deployment"]
+           "monitor_target_labels", "pod_samples", "pod_target_label", "predictor_name"]

@@ -6,7 +6,8 @@ failures (and the router learning of one, and a lost node's pods being deleted),
 arrivals, scrapes, autoscaler decisions, time-series samples. So a scrape sees the steps that
 ended at its instant, and an autoscaler sees the scrape of its instant.
 
-Requests that arrive while no replica is ready fail at once (the gateway answers 503); a prompt
+Requests that arrive while no replica is ready, or within the endpoint picker's stall after a
+zone loss (`Failover.picker_stall_s`), fail at once (the gateway answers 503); a prompt
 that does not fit `max_model_len` is rejected (vLLM answers 400), and an output is cut at the
 context limit or at the engine's `max_output_tokens` (vLLM stops the request with finish
 reason "length").
@@ -31,7 +32,7 @@ from serving.simulator.prometheus import (
     TARGET_SERIES,
     UP,
     pod_samples,
-    predictor_deployment,
+    predictor_name,
 )
 from serving.simulator.promql import Store
 from serving.simulator.results import ReplicaStart, SimResult
@@ -192,7 +193,7 @@ class Simulation:
                 failed = now - interval
                 # A pod whose node had not joined by the loss was Pending: no address, no target.
                 lost_s = r.gone_s  # set with `unreachable` (Fleet.fail_zone)
-                if lost_s is not None and r.scheduled and r.node.ready_s <= lost_s <= failed:
+                if lost_s is not None and r.bound(lost_s) and lost_s <= failed:
                     if r.rid not in self._stale_marked:
                         # kube-state-metrics' series of the pod are the exporter's, not the pod's.
                         self.store.mark_stale(failed, "pod", pod, keep=(*TARGET_SERIES, *KSM_POD_SERIES))
@@ -207,7 +208,7 @@ class Simulation:
                     self._gone_marked.add(r.rid)
                 continue
             self._ksm_samples(now, r, pod)
-            if not r.scheduled or r.node.ready_s > now:  # no node yet, no address: no target
+            if not r.bound(now):  # no node yet, no address: no target
                 continue
             if r.state == STARTING:  # no /metrics until vLLM has loaded its model: refused at once
                 self.store.add(now, UP, target, 0.0)
@@ -228,7 +229,7 @@ class Simulation:
 
     def _pod(self, r: Replica) -> str:
         # As a ReplicaSet names it: the Deployment, the template's hash (one template here), a suffix.
-        return f"{predictor_deployment(self.cfg.model_name)}-sim-{r.rid}"
+        return f"{predictor_name(self.cfg.model_name)}-sim-{r.rid}"
 
     def _ksm_samples(self, now: float, r: Replica, pod: str) -> None:
         """kube-state-metrics' series of a pod, as long as the pod exists (read from the API
@@ -238,9 +239,8 @@ class Simulation:
         loss, where Kubernetes marks it so 40-55 s later)."""
         if r.deleted_s is not None:
             self.store.add(now, POD_DELETION, (("namespace", self.cfg.namespace), ("pod", pod)), r.deleted_s)
-        bound = r.scheduled and r.node.ready_s <= now
         pod_samples(self.store, now, self.cfg.namespace, pod, r.created_s,
-                    (r.state == READY and not r.unreachable) if bound else None)
+                    r.state == READY if r.bound(now) else None)
 
     def _autoscale(self, now: float) -> None:
         desired = self.autoscaler.decide(now, self)
