@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from rtip import report
 from rtip.deploycheck import Severity, run_checks
 from rtip.deploycheck.drain import _karpenter_duration_s, check_drain
 from rtip.deploycheck.graph import cluster_of
@@ -257,3 +258,21 @@ def test_a_tier_the_plan_does_not_have_is_a_warning() -> None:
 def test_karpenter_durations_read_as_the_nodepool_crd_admits_them(text: str, seconds: float | None) -> None:
     """Only what the CRD's pattern admits (karpenter-crd 1.14.1: ^([0-9]+(s|m|h))+$)."""
     assert _karpenter_duration_s(text) == seconds
+
+
+def test_rtip_plan_shows_each_models_cap_and_drain_as_emitted() -> None:
+    """`rtip plan --json`'s max_output_tokens and drain_grace_s are what the model's
+    InferenceService in that region carries."""
+    plan, record = plan_of("prod"), record_of("prod")
+    doc = report.document(plan, record)
+    emitted = {}
+    for r in record.resources:
+        if r.inputs.get("kind") == "InferenceService" and (c := cluster_of(record, r)) is not None:
+            predictor = r.inputs["spec"]["predictor"]
+            (arg,) = [a for a in predictor["model"]["args"] if a.startswith("--override-generation-config=")]
+            cap = json.loads(arg.split("=", 1)[1])["max_new_tokens"]
+            emitted[c.name, r.inputs["metadata"]["name"]] = (cap, predictor["terminationGracePeriodSeconds"])
+    clusters = {region.region.region: region.cluster for region in plan.regions}
+    rows = {(clusters[m["region"]], m["name"]): (m["max_output_tokens"], m["drain_grace_s"])
+            for m in doc["models"]}
+    assert rows == emitted and len(rows) == len(plan.models)

@@ -28,12 +28,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rtip import chartfacts
 from rtip.chartfacts import rules as chart_rules
 from rtip.deploycheck.alert_match import fired_alerts, route_problems
 from rtip.deploycheck.findings import Finding, Severity
-from rtip.deploycheck.graph import HELM_RELEASE, cluster_of
-from rtip.deploycheck.monitor_select import CHART, Loader, selection_problems
+from rtip.deploycheck.graph import cluster_of
+from rtip.deploycheck.monitor_select import CHART, Loader, selection_problems, stack_releases
 from rtip.offline import Record
 
 CHECK = "alerts"
@@ -73,14 +72,7 @@ def problems(alertmanager: Mapping[str, Any], chart_config: Mapping[str, Any]) -
 
 def check_alerts(record: Record) -> list[Finding]:
     findings: list[Finding] = []
-    for release in record.by_type(HELM_RELEASE):
-        chart, version = str(release.inputs.get("chart", "")), str(release.inputs.get("version", ""))
-        if chartfacts.chart_name(chart) != CHART:
-            continue
-        facts = chartfacts.for_release(chart, version)
-        if facts is None:
-            continue  # the values check says the chart is not vendored
-        merged = facts.values(release.inputs.get("values") or {})
+    for release, facts, merged in stack_releases(record):
         cluster = cluster_of(record, release)
         where = f"release {release.name}{f' on cluster {cluster.name}' if cluster else ''}"
         messages = [(Severity.ERROR, m) for m in problems(

@@ -16,12 +16,21 @@ Prometheus (`prometheus.agentMode`) evaluates no rules; the operator sees only t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rtip import chartfacts
+from rtip.chartfacts import ChartFacts
 from rtip.chartfacts.conditions import truthy
-from rtip.deploycheck.graph import LABEL_OPERATORS, api_kind, cluster_of, object_name, string_map
+from rtip.deploycheck.graph import (
+    HELM_RELEASE,
+    LABEL_OPERATORS,
+    api_kind,
+    cluster_of,
+    object_name,
+    string_map,
+)
 from rtip.offline import Record, Resource
 from serving.netpol import NS_LABEL
 
@@ -167,4 +176,17 @@ def selection_problems(loader: Loader) -> list[str]:
     return out
 
 
-__all__ = ["CHART", "SELECTORS", "Loader", "rendered_selector", "selection_problems", "selects"]
+def stack_releases(record: Record) -> Iterator[tuple[Resource, ChartFacts, dict[str, Any]]]:
+    """The record's kube-prometheus-stack releases whose chart is vendored, each with its facts
+    and its values coalesced over the chart's (an unvendored one is the values check's to name)."""
+    for release in record.by_type(HELM_RELEASE):
+        chart, version = str(release.inputs.get("chart", "")), str(release.inputs.get("version", ""))
+        if chartfacts.chart_name(chart) != CHART:
+            continue
+        facts = chartfacts.for_release(chart, version)
+        if facts is not None:
+            yield release, facts, facts.values(release.inputs.get("values") or {})
+
+
+__all__ = ["CHART", "SELECTORS", "Loader", "rendered_selector", "selection_problems", "selects",
+           "stack_releases"]

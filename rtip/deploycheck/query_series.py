@@ -29,11 +29,10 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rtip import chartfacts
 from rtip.chartfacts.conditions import truthy
 from rtip.deploycheck.findings import Finding, Severity
-from rtip.deploycheck.graph import HELM_RELEASE, api_kind, cluster_of, object_name, string_map
-from rtip.deploycheck.monitor_select import CHART, Loader
+from rtip.deploycheck.graph import api_kind, cluster_of, object_name, string_map
+from rtip.deploycheck.monitor_select import CHART, Loader, stack_releases
 from rtip.offline import Record, Resource
 from serving.simulator.prometheus import TARGET_SERIES, monitor_target_labels
 
@@ -192,13 +191,8 @@ def _loaders(record: Record, cluster: Resource | None) -> list[tuple[Resource, L
     """The cluster's kube-prometheus-stack releases: each with what its Prometheus loads and the
     kube-state-metrics chart version it pins."""
     out = []
-    for release in record.by_type(HELM_RELEASE):
-        chart, version = str(release.inputs.get("chart", "")), str(release.inputs.get("version", ""))
-        if cluster_of(record, release) != cluster or chartfacts.chart_name(chart) != CHART:
-            continue
-        facts = chartfacts.for_release(chart, version)
-        if facts is not None:  # else the values check says the chart is not vendored
-            merged = facts.values(release.inputs.get("values") or {})
+    for release, facts, merged in stack_releases(record):
+        if cluster_of(record, release) == cluster:
             pinned = facts.dependency(KSM)
             out.append((release, Loader.of(record, release, merged), pinned.version if pinned else None))
     return out
@@ -270,6 +264,4 @@ def check_query_series(record: Record) -> list[Finding]:
     return findings
 
 
-__all__ = ["CHECK", "DISCOVERY_LABELS", "KSM_CHART_VERSION", "KSM_DEFAULT_COLLECTORS", "KSM_FAMILIES",
-           "RULES_CHECK", "check_query_series", "collectors", "ksm_collector", "ksm_problems",
-           "query_problems", "rule_problems", "selectors", "series_problems", "target_label_problem"]
+__all__ = ["CHECK", "KSM_CHART_VERSION", "check_query_series", "collectors", "selectors"]
