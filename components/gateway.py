@@ -4,7 +4,8 @@ Envoy Gateway (CRDs, then the controller), the Envoy AI Gateway controller as it
 extension server, the rate-limit counters' Redis, a private CA and the listener's certificate from
 cert-manager, the Gateway itself, per model an InferencePool with its endpoint picker, and one
 AIGatewayRoute over the models with one SecurityPolicy (every caller's key, then which tenant may
-call which model) and one BackendTrafficPolicy (each tenant's requests and tokens per minute);
+call which model) and one BackendTrafficPolicy (each tenant's requests and tokens per minute),
+and a route refusing the paths the model route must not forward (`/v1/responses`);
 serving/gateway.py says why. Each tenant's API key is the Pulumi secret its `api_key_secret`
 names, materialised only as a Kubernetes Secret.
 """
@@ -162,10 +163,11 @@ class Gateway(pulumi.ComponentResource):
             ))
         if served:
             limited = [t for t in tenants if t.name in callers]
-            route = self._custom(
-                gw.ai_gateway_route(served, any(t.tokens_per_minute for t in limited)),
-                [*on_gateway, ai_crds, ai, gateway, *pools],
-            )
+            model_route = gw.ai_gateway_route(served, any(t.tokens_per_minute for t in limited))
+            route = self._custom(model_route, [*on_gateway, ai_crds, ai, gateway, *pools])
+            # /v1/responses answered by the gateway itself: vLLM 0.11 ignores the output cap there.
+            refused = self._custom(gw.refused_paths_filter(), on_gateway)
+            self._custom(gw.refused_paths_route(model_route), [*on_gateway, gateway, refused])
             # Both policies name the HTTPRoute the AI Gateway generates from `route`.
             self._custom(tenants_gw.security_policy({m: routed[m] for m in served}),
                          [*on_gateway, route, *keys])

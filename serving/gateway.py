@@ -46,10 +46,24 @@ Why ONE AIGatewayRoute (`rtip-models`) for every model, routed on the model name
 - Paths other than the OpenAI/Anthropic endpoints the filter registers (cmd/extproc/mainlib/
   main.go) get its 404: vLLM's other endpoints are unreachable. `GET /v1/models` is answered by
   the filter itself, to any valid key, with the route's model names (names only).
+- The Responses API (`/v1/responses`, which the filter registers and forwards) is refused with
+  a 404 of the gateway's own: vLLM 0.11 sizes a Responses request's output from the request and
+  the context alone (protocol.py ResponsesRequest.to_sampling_params), not from the generation
+  config that caps chat and completions (`models[].max_output_tokens`, serving/drain.py), so one
+  response there could outlast the drain. No flag of vLLM 0.11 or the AI Gateway v1.1.0 turns
+  the endpoint off, and the AIGatewayRoute cannot match paths (its controller sets every rule's
+  to "/"), so a plain HTTPRoute on the same listener answers the prefix with a direct response
+  (an HTTPRouteFilter, Envoy Gateway v1.9.0 internal/gatewayapi/filters.go). It sorts ahead of
+  every rule of the model route: Envoy Gateway orders a listener's routes by path match type,
+  then path length with "/" counting 0, and only then by header matches (internal/gatewayapi/
+  sort.go), so the match is made before the AI Gateway's filter runs, which stays off on a
+  route it did not generate (internal/extensionserver/post_translate_modify.go). No backend is
+  reached; a caller gets the 404 with or without a key.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,6 +108,12 @@ REDIS = "rtip-ratelimit-redis"
 REDIS_PORT = 6379
 # Long generations: the inferencepool chart's own route uses 300 s (the AI Gateway's default 60 s).
 REQUEST_TIMEOUT = "300s"
+# Paths the gateway answers itself instead of forwarding (see the module doc), and the route and
+# filter that do it. A PathPrefix becomes Envoy's path_separated_prefix: `/v1/responses/{id}`
+# and `/v1/responses/input_tokens` too, not `/v1/responsesX`.
+REFUSED_PATHS = ("/v1/responses",)
+REFUSED = "rtip-refused-paths"
+REFUSED_STATUS = 404
 
 # How a Service of type LoadBalancer asks each cloud for an internal load balancer: AWS (the
 # in-tree provider and the AWS Load Balancer Controller both honour it), GKE (internal passthrough
@@ -263,6 +283,40 @@ def ai_gateway_route(models: Sequence[str], token_costs: bool) -> dict[str, Any]
     return {"apiVersion": AI_API, "kind": "AIGatewayRoute", "metadata": _meta(ROUTE), "spec": spec}
 
 
+def refused_paths_filter() -> dict[str, Any]:
+    """The direct response for REFUSED_PATHS, an OpenAI-shaped error. The body is an Envoy
+    format string (xds/translator route.go buildXdsDirectResponseAction): no `%` in it."""
+    message = (f"{', '.join(REFUSED_PATHS)} is not served by this gateway: "
+               "use /v1/chat/completions or /v1/completions")
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                 "code": "unsupported_endpoint"}}, separators=(",", ":"))
+    return {
+        "apiVersion": ENVOY_API,
+        "kind": "HTTPRouteFilter",
+        "metadata": _meta(REFUSED),
+        "spec": {"directResponse": {"statusCode": REFUSED_STATUS, "contentType": "application/json",
+                                    "body": {"type": "Inline", "inline": body}}},
+    }
+
+
+def refused_paths_route(model_route: dict[str, Any]) -> dict[str, Any]:
+    """A plain HTTPRoute answering REFUSED_PATHS with `refused_paths_filter`, on the parents
+    and hostnames of `model_route` (the AIGatewayRoute): Envoy Gateway builds a virtual host per
+    hostname, so a route on other hostnames would never be consulted for the model route's. In
+    the filter's namespace, where Envoy Gateway looks an ExtensionRef up (filters.go)."""
+    spec: dict[str, Any] = {
+        "parentRefs": model_route["spec"]["parentRefs"],
+        "rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": p}} for p in REFUSED_PATHS],
+            "filters": [{"type": "ExtensionRef", "extensionRef": {
+                "group": ENVOY_API.split("/")[0], "kind": "HTTPRouteFilter", "name": REFUSED}}],
+        }],
+    }
+    if "hostnames" in model_route["spec"]:
+        spec["hostnames"] = model_route["spec"]["hostnames"]
+    return {"apiVersion": GATEWAY_API, "kind": "HTTPRoute", "metadata": _meta(REFUSED), "spec": spec}
+
+
 def _route_ref() -> dict[str, str]:
     return {"group": GATEWAY_GROUP, "kind": "HTTPRoute", "name": ROUTE}
 
@@ -280,6 +334,9 @@ __all__ = [
     "PROXY_LABEL",
     "REDIS",
     "REDIS_PORT",
+    "REFUSED",
+    "REFUSED_PATHS",
+    "REFUSED_STATUS",
     "ROUTE",
     "TENANT_HEADER",
     "TOKEN_COST_KEY",
@@ -289,4 +346,6 @@ __all__ = [
     "gateway",
     "gateway_class",
     "reference_grant",
+    "refused_paths_filter",
+    "refused_paths_route",
 ]

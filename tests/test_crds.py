@@ -29,11 +29,12 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def _crd_files() -> dict[str, Path]:
     """`<group>_<plural>.yaml` by file stem (the upstream naming every file here follows); the
     CRDs of ../shared/crds and, for charts it has none of (Karpenter, cert-manager, Envoy AI
-    Gateway), the pinned chart's own."""
+    Gateway, Envoy Gateway's HTTPRouteFilter), the pinned chart's own."""
     charts = SHARED / "charts"
     extra = [*charts.glob("karpenter-crd/1.14.1/crds/*.yaml"),
              *charts.glob("cert-manager/v1.21.1/crds/*.yaml"),
-             *charts.glob("ai-gateway-crds-helm/v1.1.0/crds/*.yaml")]
+             *charts.glob("ai-gateway-crds-helm/v1.1.0/crds/*.yaml"),
+             *charts.glob("gateway-crds-helm/v1.9.0/crds/gateway.envoyproxy.io_httproutefilters.yaml")]
     return {p.stem: p for p in [*extra, *CRDS.glob("*/*.yaml")]}
 
 

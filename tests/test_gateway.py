@@ -80,7 +80,10 @@ def served_name(isvc: Resource) -> str:
 def test_every_route_has_auth_and_a_rate_limit(stack: str) -> None:
     record = record_of(stack)
     assert routes(record), f"{stack}: no routes"
-    assert not kind(record, "HTTPRoute"), "the AI Gateway generates the HTTPRoutes"
+    # The AI Gateway generates the model routes; the only plain one refuses paths, forwarding none.
+    assert {r.inputs["metadata"]["name"] for r in kind(record, "HTTPRoute")} == {gw.REFUSED}
+    plain_rules = [rule for r in kind(record, "HTTPRoute") for rule in r.inputs["spec"]["rules"]]
+    assert plain_rules and all("backendRefs" not in rule for rule in plain_rules)
     for route in routes(record):
         policies = targeting(record, "SecurityPolicy", route)
         assert len(policies) == 1 and policies[0].inputs["spec"]["apiKeyAuth"]["credentialRefs"]
@@ -104,6 +107,46 @@ def test_each_model_routes_on_its_served_name_to_its_pool(stack: str) -> None:
             header = rule["matches"][0]["headers"][0]
             assert header["name"] == "x-ai-eg-model"
             assert header["value"] == served_name(isvcs[(where, pool["name"])])
+
+
+def _precedence(match: dict[str, Any]) -> tuple[int, int, int]:
+    """A rule match's rank among a listener's routes, higher first, as the Gateway API orders
+    them (HTTPRoute spec, rules: "Exact path match", then "Prefix path match with largest number
+    of characters", then "Largest number of header matches"); Envoy Gateway counts a "/" prefix
+    as no characters. A match without a path is the controller's "/" (ai-gateway v1.1.0
+    newHTTPRoute sets every generated rule's path to it)."""
+    path = match.get("path", {"type": "PathPrefix", "value": "/"})
+    chars = 0 if path["value"] == "/" else len(path["value"])
+    return ({"Exact": 2, "PathPrefix": 0}[path["type"]], chars, len(match.get("headers", [])))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_responses_are_answered_by_the_gateway_ahead_of_every_model_rule(stack: str) -> None:
+    """vLLM 0.11 ignores the output cap on /v1/responses, which the AI Gateway forwards: every
+    cluster with a model route answers that prefix itself, a 4xx direct response on the model
+    route's own listener and hostnames, matched before any model rule (even one whose header a
+    client set) and with no backend."""
+    record = record_of(stack)
+    for route in routes(record):
+        (refusal,) = [r for r in kind(record, "HTTPRoute") if r.provider == route.provider]
+        assert refusal.inputs["metadata"]["namespace"] == route.inputs["metadata"]["namespace"]
+        assert refusal.inputs["spec"]["parentRefs"] == route.inputs["spec"]["parentRefs"]
+        assert refusal.inputs["spec"].get("hostnames") == route.inputs["spec"].get("hostnames")
+        (rule,) = refusal.inputs["spec"]["rules"]
+        assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/v1/responses"}}]
+        (ref,) = [f["extensionRef"] for f in rule["filters"] if f["type"] == "ExtensionRef"]
+        (answer,) = [f for f in kind(record, "HTTPRouteFilter") if f.provider == route.provider
+                     and f.inputs["metadata"]["name"] == ref["name"]]
+        assert answer.inputs["metadata"]["namespace"] == refusal.inputs["metadata"]["namespace"]
+        direct = answer.inputs["spec"]["directResponse"]
+        assert 400 <= direct["statusCode"] < 500 and "%" not in direct["body"]["inline"]
+        assert "/v1/responses" in json.loads(direct["body"]["inline"])["error"]["message"]
+        model_matches = [m for r in route.inputs["spec"]["rules"] for m in r["matches"]]
+        generated = [{}, {"headers": [{"type": "Exact", "name": "x", "value": "y"}] * 3}]
+        assert all(_precedence(rule["matches"][0]) > _precedence(m) for m in [*model_matches, *generated])
+        # The policies still name the model route alone.
+        for k in ("SecurityPolicy", "BackendTrafficPolicy"):
+            assert all(t["name"] == gw.ROUTE for p in kind(record, k) for t in p.inputs["spec"]["targetRefs"])
 
 
 def test_the_pools_grant_the_route_and_its_generated_httproute() -> None:
@@ -313,5 +356,7 @@ def test_bodies_validate_against_their_crds() -> None:
         gw.ai_gateway_route(["m"], False),
         tenants_gw.security_policy({"m": ["a", "b"], "n": ["a"]}),
         tenants_gw.rate_limit_policy(tenants),
+        gw.refused_paths_filter(),
+        gw.refused_paths_route(gw.ai_gateway_route(["m"], False)),
     ]:
         check(body)

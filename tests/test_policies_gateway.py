@@ -57,6 +57,22 @@ def test_the_front_doors_bodies_pass() -> None:
     assert flagged(k8s(route()), k8s(security()), k8s(limits())) == set()
 
 
+def test_a_route_that_forwards_nothing_needs_no_policies_and_one_that_does_needs_both() -> None:
+    """The front door's refusal route is answered by Envoy itself: no key or limit to enforce.
+    The same route with a backend, or mirroring to one, reaches a server and must have both."""
+    refusal = gw.refused_paths_route(route())
+    assert flagged(k8s(route()), k8s(security()), k8s(limits()), k8s(refusal)) == set()
+    name = f"httproute-{gw.REFUSED}"
+    backend = {"name": "vllm", "port": 8000}
+    forwarding = copy.deepcopy(refusal)
+    forwarding["spec"]["rules"][0]["backendRefs"] = [backend]
+    assert flagged(k8s(forwarding)) == {name}
+    mirroring = copy.deepcopy(refusal)
+    mirror = {"type": "RequestMirror", "requestMirror": {"backendRef": backend}}
+    mirroring["spec"]["rules"][0]["filters"].append(mirror)
+    assert flagged(k8s(mirroring)) == {name}
+
+
 def test_a_route_without_auth_fails() -> None:
     assert flagged(k8s(route()), k8s(limits())) == {"aigatewayroute-rtip-models"}
     no_auth = security()
@@ -84,7 +100,8 @@ def test_a_token_limit_nothing_charges_fails() -> None:
     # A plain HTTPRoute runs no AI Gateway filter, so a token rule on it never charges.
     plain = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
              "metadata": {"name": gw.ROUTE, "namespace": "rtip-system"},
-             "spec": {"parentRefs": [{"name": gw.GATEWAY}]}}
+             "spec": {"parentRefs": [{"name": gw.GATEWAY}],
+                      "rules": [{"backendRefs": [{"name": "vllm", "port": 8000}]}]}}
     assert flagged(k8s(plain), k8s(security()), k8s(limits())) == {"httproute-rtip-models"}
 
 

@@ -17,6 +17,11 @@ tenant, not one bucket for everyone). A rule charged by response metadata (a tok
 read a key the route's AI Gateway filter writes (`llmRequestCosts[].metadataKey` in namespace
 io.envoy.ai_gateway): on a plain HTTPRoute or another key nothing charges the bucket, so the
 limit would silently never apply.
+
+A plain HTTPRoute that forwards nothing (no rule names a backend or mirrors to one) needs
+neither: Envoy Gateway answers its requests itself, with a filter's direct response or a 500
+(Gateway API: a rule without backendRefs; envoyproxy/gateway v1.9.0 internal/gatewayapi/
+route.go), as the front door's refusal of `/v1/responses` does.
 """
 
 from __future__ import annotations
@@ -38,6 +43,17 @@ def _is_route(r: StackResource) -> bool:
     return r.type == HTTPROUTE or (
         r.type.startswith("kubernetes:aigateway.envoyproxy.io/") and r.type.endswith(f":{AI_ROUTE_KIND}")
     )
+
+
+def _forwards(route: StackResource) -> bool:
+    """Whether any rule sends a request to a backend: its backendRefs, or a RequestMirror filter
+    (which copies it to one). An AIGatewayRoute's rules always route to their backends."""
+    if route.type != HTTPROUTE:
+        return True
+    rules = get(route.props, "spec", "rules", default=[])
+    mirrors = ("RequestMirror",)
+    return any(rule.get("backendRefs") or any(f.get("type") in mirrors for f in rule.get("filters") or [])
+               for rule in rules)
 
 
 def _targets(policy: StackResource) -> list[dict[str, Any]]:
@@ -114,7 +130,7 @@ def routes_behind_auth_and_limits(resources: list[StackResource],
                                   config: Config) -> Iterator[tuple[str, str]]:
     security = [r for r in resources if r.type == SECURITY_POLICY]
     traffic = [r for r in resources if r.type == TRAFFIC_POLICY]
-    for route in (r for r in resources if _is_route(r)):
+    for route in (r for r in resources if _is_route(r) and _forwards(r)):
         what = f"{route.type.rsplit(':', 1)[-1]} {get(route.props, 'metadata', 'name')}"
         for chosen, merged in _applying(route, security):
             # Merged policies combine; of several that do not, any one may be the one applied.
