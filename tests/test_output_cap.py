@@ -175,6 +175,21 @@ def test_a_hook_shorter_than_the_longest_response_is_found(tokens: int, cut: boo
     assert "after its settle its preStop drain waits 587 s" in message and "cut at a scale-in" in message
 
 
+def test_every_aks_cluster_states_the_autoscaler_wait_the_drain_fits() -> None:
+    """The drain is sized to the cluster autoscaler's wait for an evicted pod, which AKS
+    documents as 600 s by default (`max-graceful-termination-sec`, "Use the cluster autoscaler
+    in AKS"): the plan states it, so a changed default cannot shorten it, and the drain check
+    reads the stated value and passes every Azure predictor."""
+    record = record_of("prod")
+    clusters = [r for r in record.resources if r.type == "azure-native:containerservice:ManagedCluster"]
+    assert clusters
+    for aks in clusters:
+        assert aks.inputs["autoScalerProfile"] == {"maxGracefulTerminationSec": "600"}
+    svc = _svc(record, "azure")
+    assert svc.inputs["spec"]["predictor"]["terminationGracePeriodSeconds"] <= 600
+    assert _drain_errors(record, svc.urn) == []
+
+
 def test_a_node_autoscaler_that_waits_less_than_the_grace_period_is_found() -> None:
     record = record_of("prod")
     # AKS: an autoscaler profile that waits 300 s, below the predictors' 600 s grace.

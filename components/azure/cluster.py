@@ -24,8 +24,20 @@ from components.azure.nodes import gpu_agent_pool, system_pool_profile
 from components.cluster import ControlPlane, ExecUser, KubernetesCluster, exec_kubeconfig
 from components.contract import PoolFacts, public_api_cidrs
 from components.gpu_pools import GpuPool
+from serving.hardware import Cloud
+from serving.nodescaling import NODE_AUTOSCALER
 from stacks.naming import azure_subscription, vault_stem
 from stacks.schema import AzureRegion, RegionSpec, StackSpec
+
+
+def _aks_pod_grace_limit_s() -> float:
+    limit = NODE_AUTOSCALER[Cloud.AZURE].pod_grace_limit_s
+    if limit is None:
+        raise RuntimeError("serving/nodescaling.py: the AKS cluster autoscaler's row states no pod wait")
+    return limit
+
+
+AKS_POD_GRACE_LIMIT_S = _aks_pod_grace_limit_s()
 
 # Built-in role "Network Contributor" (the same GUID in every tenant).
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
@@ -232,6 +244,12 @@ class AzureCluster(KubernetesCluster):
                 upgrade_channel=aks.UpgradeChannel.PATCH,
                 node_os_upgrade_channel=aks.NodeOSUpgradeChannel.NODE_IMAGE,
             ),
+            # The cluster autoscaler's wait for the pods of a node it removes, stated instead of
+            # left to the default (AKS documents 600 s): each model's preStop drain and grace
+            # period are sized to fit it (serving/drain.py NODE_DRAIN_LIMIT_S), and the deploy
+            # check reads it back. The profile's other settings keep AKS's defaults.
+            auto_scaler_profile=aks.ManagedClusterPropertiesAutoScalerProfileArgs(
+                max_graceful_termination_sec=f"{AKS_POD_GRACE_LIMIT_S:g}"),
             agent_pool_profiles=[system_pool_profile(
                 self.system_machine_type, system.min_nodes, system.max_nodes,
                 region.zones, self.kubernetes_version, self.network.node_subnet_id,
