@@ -26,6 +26,7 @@ from serving.simulator import (
     poisson,
     simulate,
 )
+from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import GONE, LOST, READY, Fleet
 from serving.simulator.sim import Simulation
 from tests.conftest import plan_of, record_of
@@ -333,6 +334,38 @@ def test_without_new_nodes_while_a_zone_is_down_a_replica_with_no_free_slot_stay
             fleet.scale_to(3, 130.0)  # the ReplicaSet removes the unscheduled pod first
             assert fourth.state == "gone" and len(fleet.active()) == 3
         assert fleet.unscheduled == (0 if launches else 1)  # counted though it went
+
+
+def test_a_pending_replica_binds_to_the_slot_a_drain_frees():
+    """Zone a lost with new nodes pinned to it (Karpenter): the replacement finds zone b, the
+    spread's only choice, full of a replica still draining, and waits Pending. When the drain
+    ends, the scheduler binds it to that slot and it starts warm from then; it stays counted as
+    once Pending. One more, with no free slot anywhere, waits."""
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0,
+                        new_nodes_while_down=False)
+    events: list[tuple[float, str, object]] = []
+    fleet = Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=3, failover=failover),
+                  EngineConfig(step=STEP, kv_blocks=100), lambda t, k, obj: events.append((t, k, obj)))
+    assert [r.zone for r in fleet.replicas] == ["a", "b", "c"]
+    # Ready 100000 s, 0.01 s and 1000 s ago: the ReplicaSet removes b's (the newest) first.
+    fleet.replicas[0].ready_s, fleet.replicas[2].ready_s = -100_000.0, -1000.0
+    draining = fleet.replicas[1]
+    end = draining.engine.submit(SimRequest(0, 0.0, 50, 3), 0.0)
+    fleet.scale_to(2, 0.01)
+    assert draining.state == "draining"
+    fleet.fail_zone("a", 0.02)
+    pending = fleet.place(0.03)  # b has the fewest starting or ready (none), and no free slot
+    assert pending.ready_s == float("inf") and not pending.scheduled and fleet.unscheduled == 1
+    while end is not None:
+        end = draining.engine.on_step_end(end)
+    fleet.maybe_release(draining, 5.0)
+    assert pending.node is draining.node and pending.zone == "b" and pending.scheduled
+    warm = fleet.cfg.cold_start.warm_s
+    assert pending.ready_s == pytest.approx(5.0 + warm) and (5.0 + warm, "ready", pending) in events
+    assert draining.node.empty_since is None and fleet.unscheduled == 1
+    # b and c hold one each now, on full nodes: another replica waits, and nothing frees.
+    second = fleet.place(6.0)
+    assert not second.scheduled and fleet.bind_pending(7.0) == 0
 
 
 def test_a_lost_zone_the_stack_lists_as_down_pins_no_new_node():

@@ -115,10 +115,10 @@ def test_the_simulated_promql_reads_it_as_prometheus_does(tmp_path: Path) -> Non
 STEP = StepTime(0.03, 0.0001, 0.012, 0.0004)
 
 
-def _outage(new_nodes: bool) -> float | None:
+def _outage_run(new_nodes: bool) -> Simulation:
     """Three replicas, one a zone on one-slot nodes, under a request every 10 s; zone a lost at
-    600 s, its pod deleted 90 s later, and the replacement needing a new node that (as Karpenter
-    during a zone outage) may not come. When does a 300 s overdue page fire?"""
+    600 s, the API marking its pod NotReady 50 s later and deleting it 90 s later, and the
+    replacement needing a new node that (as Karpenter during a zone outage) may not come."""
     trace = Trace(np.arange(0.0, 1500.0, 10.0), [200] * 150, [20] * 150)
     fleet = FleetConfig(zones=("a", "b", "c"), initial_replicas=3, initial_nodes=3,
                         cold_start=ColdStartSpec(full_s=60.0, warm_s=30.0, node_ready_s=30.0),
@@ -128,7 +128,24 @@ def _outage(new_nodes: bool) -> float | None:
                     zone_failures=(ZoneFailure("a", 600.0),), model_name="m", namespace=NS, end_s=1500.0)
     sim = Simulation(trace, cfg, "least-loaded", StaticPolicy(3))
     sim.run()
+    return sim
+
+
+def _outage(new_nodes: bool) -> float | None:
+    """When does a 300 s overdue page fire in `_outage_run`?"""
+    sim = _outage_run(new_nodes)
     return first_fired_s(sim.store, overdue_expr("m", NS, predictor_name("m"), 300.0), 120.0, 1500.0)
+
+
+def test_a_pod_lost_ready_reads_ready_until_the_api_marks_it() -> None:
+    """kube-state-metrics reads the pod object, whose Ready condition only the node lifecycle
+    controller changes for a lost node: the lost pod (zone a's, the first) reads Ready on the
+    scrapes at 600-645 s and not Ready from 660 s (NotReady at 600 + 50 s), until it is gone."""
+    sim = _outage_run(new_nodes=False)
+    (lost,) = [r for r in sim.fleet.replicas if r.zone == "a" and r.created_s == 0.0]
+    selector = f'{{namespace="{NS}",pod="{predictor_name("m")}-sim-{lost.rid}",condition="true"}}'
+    read = {t: evaluate(f"kube_pod_status_ready{selector}", sim.store, t) for t in (645.0, 660.0)}
+    assert [list(v.values()) for v in read.values()] == [[1.0], [0.0]]
 
 
 def test_a_replacement_that_finds_no_node_pages_and_one_that_serves_does_not() -> None:

@@ -15,6 +15,9 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   empties a node only when every node is down to one replica, and Karpenter's `WhenEmpty` frees a
   node late. A ready replica being removed stops getting requests and, with `drain`, finishes what
   it holds before it goes, or within `drain_limit_s`, when what it still runs is cut (`drain_cut`).
+- A replica no node came for (Pending: `place` found no slot and no node launches) binds to the
+  first slot the spread allows once one frees (a replica's removal, a drain's end), and starts
+  warm from there, as the scheduler retries unschedulable pods on such cluster events.
 - A node without replicas for `node_empty_ttl_s` is removed (Karpenter consolidation).
 - A zone failure removes the zone's nodes at once, and the requests on its replicas are lost.
   Its replicas linger as Kubernetes and the gateway let them (`FleetConfig.failover`): the
@@ -55,8 +58,8 @@ class Node:
 
 
 class Replica:
-    __slots__ = ("created_s", "deleted_s", "engine", "gone_s", "last_load", "node", "ready_s", "rid", "state",
-                 "unreachable", "warm", "zone")
+    __slots__ = ("created_s", "deleted_s", "engine", "gone_s", "last_load", "node", "ready_at_loss",
+                 "ready_s", "rid", "state", "unreachable", "warm", "zone")
 
     def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
                  warm: bool) -> None:
@@ -74,6 +77,7 @@ class Replica:
         self.state = STARTING
         self.warm = warm
         self.last_load = 0  # what a lost replica last reported: the router's view of it
+        self.ready_at_loss = False  # Ready when its zone went: the API says so until it marks it NotReady
 
     @property
     def scheduled(self) -> bool:
@@ -177,6 +181,8 @@ class Fleet:
         replica.gone_s = now
         node = replica.node
         node.replicas.discard(replica.rid)
+        if replica.scheduled and node.gone_s is None:
+            self.bind_pending(now)  # its slot, or one the spread now allows, may take a Pending one
         if not node.replicas and node.gone_s is None:
             node.empty_since = now
             self.schedule(now + self.cfg.node_empty_ttl_s, "node_gc", node)
@@ -186,8 +192,8 @@ class Fleet:
             self.routable.remove(replica)
 
     # -- actions -------------------------------------------------------------------------------
-    def place(self, now: float) -> Replica:
-        """Start one replica (see the module's placement rule)."""
+    def _fewest_zones(self) -> list[str]:
+        """The zones up with the fewest replicas starting or ready: where the spread lets one go."""
         up = [z for z in self.cfg.zones if z not in self.down_zones]
         if not up:
             raise RuntimeError("every zone is down: no replica can start")
@@ -196,20 +202,35 @@ class Fleet:
             if r.state in (STARTING, READY) and r.zone in counts:
                 counts[r.zone] += 1
         fewest = min(counts.values())
-        zones = [z for z in up if counts[z] == fewest]
-        cold = self.cfg.cold_start
+        return [z for z in up if counts[z] == fewest]
+
+    def _slot(self, zones: list[str]) -> Node | None:
+        """A node with a free slot in the first of `zones` that has one."""
         for zone in zones:
             node = self._free_node(zone)
             if node is not None:
-                if node.ready_s <= now:
-                    ready = now + cold.warm_s
-                else:
-                    ready = max(now + cold.warm_s, node.ready_s + cold.full_s - cold.node_ready_s)
-                replica = self._add_replica(node, now, ready, warm=True)
-                break
+                return node
+        return None
+
+    def _ready_on(self, node: Node, now: float) -> float:
+        """When a replica placed on `node`'s free slot at `now` is ready: a warm start, or on a
+        node still joining, when it is up plus the part of the full budget after node readiness."""
+        cold = self.cfg.cold_start
+        if node.ready_s <= now:
+            return now + cold.warm_s
+        return max(now + cold.warm_s, node.ready_s + cold.full_s - cold.node_ready_s)
+
+    def place(self, now: float) -> Replica:
+        """Start one replica (see the module's placement rule)."""
+        zones = self._fewest_zones()
+        cold = self.cfg.cold_start
+        node = self._slot(zones)
+        if node is not None:
+            replica = self._add_replica(node, now, self._ready_on(node, now), warm=True)
         else:
             out = set(self.cfg.failover.zones_out_of_pools)  # no new node there: the pools exclude it
             pinned = self.down_zones - out
+            up = [z for z in self.cfg.zones if z not in self.down_zones]
             launchable = [z for z in zones if z not in out] or [z for z in up if z not in out]
             if not launchable or (pinned and not self.cfg.failover.new_nodes_while_down):
                 # No node comes for it while a zone its pools still name is down: Pending, on a
@@ -222,6 +243,29 @@ class Fleet:
             replica = self._add_replica(node, now, now + cold.full_s, warm=False)
         self.schedule(replica.ready_s, "ready", replica)
         return replica
+
+    def bind_pending(self, now: float) -> int:
+        """The scheduler retrying Pending replicas once a slot frees (a replica's removal): each
+        goes, oldest first, to a free slot the spread allows, and starts warm from there. Returns
+        how many bound."""
+        bound = 0
+        for replica in self.replicas:
+            if replica.state != STARTING or replica.scheduled:
+                continue
+            if len(self.down_zones) >= len(self.cfg.zones):
+                break
+            node = self._slot(self._fewest_zones())
+            if node is None:
+                break
+            replica.node.replicas.discard(replica.rid)
+            replica.node, replica.zone = node, node.zone
+            node.replicas.add(replica.rid)
+            node.empty_since = None
+            replica.ready_s = self._ready_on(node, now)
+            replica.warm = True
+            self.schedule(replica.ready_s, "ready", replica)
+            bound += 1
+        return bound
 
     def on_ready(self, replica: Replica) -> bool:
         if replica.state != STARTING:
@@ -327,6 +371,7 @@ class Fleet:
             if replica.zone != zone or replica.state == GONE:
                 continue
             keep_routing = replica.state == READY and self.cfg.failover.route_s > 0
+            replica.ready_at_loss = replica.state == READY
             replica.last_load = replica.load
             self.lost.extend(replica.engine.kill())
             replica.gone_s = now  # its GPUs serve nothing from here

@@ -235,12 +235,13 @@ class Simulation:
         """kube-state-metrics' series of a pod, as long as the pod exists (read from the API
         server, which a lost zone leaves answering; the exporter is taken as answering too, and
         as scraped as often as the model): its deletion timestamp once it has one, its creation,
-        and its Ready condition once its node has joined (a lost pod's reads not ready from the
-        loss, where Kubernetes marks it so 40-55 s later)."""
+        and its Ready condition once its node has joined (a pod lost Ready reads Ready until the
+        API marks it NotReady, the failover's `not_ready_s` after the loss)."""
         if r.deleted_s is not None:
             self.store.add(now, POD_DELETION, (("namespace", self.cfg.namespace), ("pod", pod)), r.deleted_s)
-        pod_samples(self.store, now, self.cfg.namespace, pod, r.created_s,
-                    r.state == READY if r.bound(now) else None)
+        marked = r.gone_s is None or now >= r.gone_s + self.cfg.fleet.failover.not_ready_s
+        ready = r.state == READY or (r.state == LOST and r.ready_at_loss and not marked)
+        pod_samples(self.store, now, self.cfg.namespace, pod, r.created_s, ready if r.bound(now) else None)
 
     def _autoscale(self, now: float) -> None:
         desired = self.autoscaler.decide(now, self)
