@@ -20,6 +20,9 @@ burst headroom). Each run is judged on the checklist as the autoscaling benchmar
 the SLO over the run, the tail at the busiest minute, a zone lost as it begins and every 300 s
 while a whole cold start is left (`autoscaling.passes_checklist`). Runs whose plan cannot scale
 (min = max) are skipped: every variant is the same fleet.
+`--scale-down 300,120` runs each variant at each HPA scale-down stabilisation window too (the
+plan's is `serving.autoscaling.SCALE_DOWN_STABILIZATION_S`; a variant at another window is named
+`<variant>@<W>s`): a shorter window gives replicas back sooner after a busy minute.
 Prints one row per run and, per model and trace, the cheapest variant that passes all four;
 writes benchmarks/results/predictive.json. One hour per trace and one draw of the rate scaling per
 run (`--seed` picks another): differences of a few per cent are within what another draw moves.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import multiprocessing
 import os
@@ -46,7 +50,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import autoscaling as bench  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
-from serving.autoscaling import POLLING_INTERVAL_S, completion_rate, with_lost_pods, zone_query  # noqa: E402
+from serving.autoscaling import (  # noqa: E402
+    POLLING_INTERVAL_S,
+    SCALE_DOWN_STABILIZATION_S,
+    completion_rate,
+    with_lost_pods,
+    zone_query,
+)
 from serving.simulator import Trace, load_azure_2023  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
 
@@ -81,14 +91,23 @@ def with_query(dep: Deployment, query: str) -> Deployment:
     return replace(dep, scaled_object=scaled)
 
 
-def run(dep: Deployment, trace: Trace, variant: str, pool: Executor | None) -> dict[str, Any]:
-    dep = with_query(dep, variant_query(dep, variant))
+def with_scale_down(dep: Deployment, window_s: int) -> Deployment:
+    scaled = copy.deepcopy(dep.scaled_object)
+    scaled["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
+        "stabilizationWindowSeconds"] = window_s
+    return replace(dep, scaled_object=scaled)
+
+
+def run(dep: Deployment, trace: Trace, variant: str, pool: Executor | None,
+        scale_down_s: int = SCALE_DOWN_STABILIZATION_S) -> dict[str, Any]:
+    dep = with_scale_down(with_query(dep, variant_query(dep, variant)), scale_down_s)
     got = bench.run(dep, trace, "plan")
     at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
     sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
     passes = bench.passes_checklist({**got, "zone_loss": at_peak, "zone_loss_any_moment": sweep})
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
-    return {"model": dep.plan.model, "variant": variant, "query": query,
+    name = variant if scale_down_s == SCALE_DOWN_STABILIZATION_S else f"{variant}@{scale_down_s}s"
+    return {"model": dep.plan.model, "variant": name, "scale_down_s": scale_down_s, "query": query,
             "gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
             "replicas": got["replicas"], "attainment": got["attainment"], "meets_slo": got["meets_slo"],
             "tail_at_peak": got["tail_at_peak"]["status"],  # type: ignore[index]
@@ -122,11 +141,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, stated first")
     ap.add_argument("--seed", type=int, default=0,
                     help="the rate scaling's draw (which requests a thinned or replicated bin keeps)")
+    ap.add_argument("--scale-down", default=str(SCALE_DOWN_STABILIZATION_S),
+                    help="comma-separated scale-down stabilisation windows (s) to run each variant at")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     variants = tuple(v for v in args.variants.split(",") if v)
     if not variants or variants[0] != "stated" or not set(variants) <= set(VARIANTS):
         ap.error(f"--variants: stated first, then any of {', '.join(VARIANTS[1:])}")
+    windows = [int(w) for w in args.scale_down.split(",") if w]
+    if SCALE_DOWN_STABILIZATION_S not in windows:
+        ap.error(f"--scale-down: include the plan's {SCALE_DOWN_STABILIZATION_S} (rows are judged on it)")
     config = load(args.stack)
     models = [m for m in args.models.split(",") if m]
     rows: list[dict[str, Any]] = []
@@ -147,17 +171,18 @@ def main(argv: list[str] | None = None) -> int:
                 trace = base.rate_scaled_to_peak(mp.peak_qps, seed=args.seed)
                 trace = trace.window(0.0, args.window) if trace.duration_s > args.window else trace
                 these = []
-                for variant in variants:
-                    r = {"trace": name, **run(dep, trace, variant, pool)}
+                for variant, window in itertools.product(variants, windows):
+                    r = {"trace": name, **run(dep, trace, variant, pool, window)}
                     these.append(r)
                     z, s = r["zone_loss_at_peak"], r["zone_loss_any_moment"]
-                    print(f"{r['model']:10} {name:5} {variant:12} {r['gpu_hours']:>7.2f} "
+                    print(f"{r['model']:10} {name:5} {r['variant']:12} {r['gpu_hours']:>7.2f} "
                           f"{r['replicas']['mean']:>8.1f}/{r['replicas']['max']:<4} {r['meets_slo']!s:>5} "
                           f"{r['tail_at_peak']:>5} {z['status']:>5} {z['bad_share']:>8.2%} "
                           f"{s['status']:>5} {s['passed']}/{s['moments']}", flush=True)
                 rows.extend(these)
                 verdicts.append(verdict(these))
     doc = {"stack": args.stack, "window_s": args.window, "seed": args.seed, "variants": variants,
+           "scale_down_s": windows,
            "rows": rows, "verdicts": verdicts, "seconds": round(time.monotonic() - started)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -230,10 +230,15 @@ def blind_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, 
 
 
 def _pods(namespace: str, deployment: str) -> str:
-    """The matchers of a Deployment's pods in kube-state-metrics' pod series: a ReplicaSet names
-    them `<deployment>-<template hash>-<suffix>` (model names are lowercase letters, digits and
-    '-': nothing to escape)."""
-    return f'namespace="{namespace}",pod=~"{deployment}-[a-z0-9]+-[a-z0-9]+"'
+    """The matchers of a Deployment's pods in kube-state-metrics' pod series. A ReplicaSet asks
+    for `<deployment>-<template hash>-` plus five random characters, but the API server cuts a
+    generated name's base to 58 characters first (apiserver storage/names generate.go), so past
+    that the hash, or the '-' after it, is cut and the suffix joins it: one segment after the
+    Deployment's name, not two. A 40-character model's predictor (50) meets it with any hash of
+    seven characters or more. Every predictor's name ends in `-predictor`, so no other model's
+    pods (two more segments at least) match. Model names are lowercase letters, digits and '-':
+    nothing to escape. The deploy check `alerts` generates such names and asks the pattern."""
+    return f'namespace="{namespace}",pod=~"{deployment}-[a-z0-9]+(-[a-z0-9]+)?"'
 
 
 def overdue_expr(model: str, namespace: str, deployment: str, overdue_s: float) -> str:

@@ -181,7 +181,7 @@ def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() ->
         window = cold.node_provisioning_s + cold.node_init_s + 1.5 * (
             cold.image_pull_s + cold.weights_load_s + cold.engine_start_s)
         w = int(np.ceil(window))
-        assert f'pod=~"{target}-[a-z0-9]+-[a-z0-9]+",condition="true"}}[{w}s]' in page["expr"]
+        assert f'pod=~"{target}-[a-z0-9]+(-[a-z0-9]+)?",condition="true"}}[{w}s]' in page["expr"]
         assert f"< time() - {w} " in page["expr"] and page["labels"]["severity"] == "page"
 
 

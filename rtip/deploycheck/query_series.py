@@ -21,6 +21,8 @@ asked the same (reported as `alerts`): an alert on a series that never arrives n
   cannot read is a warning). Chart 8.4.0 is the version kube-prometheus-stack 88.5.3 pins; its
   `prometheus.monitor.http.honorLabels` is set true there, and its own default `collectors`
   include `pods`.
+- a `pod=~` pattern on kube-state-metrics' pod series must match every name Kubernetes can give
+  the pods of a Deployment in that namespace (pod_names.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rtip.chartfacts.conditions import truthy
+from rtip.deploycheck import pod_names
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import api_kind, cluster_of, object_name, string_map
 from rtip.deploycheck.monitor_select import CHART, Loader, stack_releases
@@ -200,7 +203,8 @@ def _loaders(record: Record, cluster: Resource | None) -> list[tuple[Resource, L
 
 def series_problems(record: Record, cluster: Resource | None, query: str, what: str) -> list[Problem]:
     """What `query` selects that `cluster` would not have, each said as `what` selects it."""
-    out: list[Problem] = []
+    out: list[Problem] = [(Severity.ERROR, m)
+                          for m in pod_names.pattern_problems(record, cluster, query, what)]
     for metric, matchers in selectors(query):
         namespace = matchers.get("namespace")
         if metric in TARGET_SERIES and namespace is not None:

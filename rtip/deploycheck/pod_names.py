@@ -1,0 +1,93 @@
+"""Does a rule's pod-name pattern match the pods Kubernetes will name? kube-state-metrics' pod
+series carry only the pod's name, so the plan's pages select a Deployment's pods by a regex on
+it; one that misses the names the API server really gives selects nothing, and the page it
+feeds never fires.
+
+How pods of a Deployment are named (Kubernetes 1.33):
+- the Deployment controller names each ReplicaSet `<deployment>-<pod-template-hash>`, the hash a
+  32-bit FNV sum printed in decimal and each digit mapped to a consonant or digit
+  (`rand.SafeEncodeString`): 1 to 10 characters of HASH_ALPHABET;
+- the ReplicaSet controller creates its pods with `generateName: <replicaset>-`
+  (controller_utils.go `getPodsPrefix`);
+- the API server cuts a generated name's base to 58 characters (63 less the 5-character random
+  suffix) before it appends the suffix (apiserver pkg/storage/names/generate.go).
+
+A pattern is read as Prometheus reads a `=~` matcher: RE2, anchored at both ends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import re2
+
+from rtip.deploycheck.graph import api_kind, cluster_of, object_name
+from rtip.offline import Record, Resource
+from serving.simulator.prometheus import predictor_name
+
+HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery util/rand alphanums
+MAX_NAME = 63
+SUFFIX = 5
+MAX_HASH = 10  # digits of a uint32 in decimal
+_POD_REGEX = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\bpod\s*=~\s*"([^"]*)"')
+_NAMESPACE = re.compile(r'\bnamespace\s*=\s*"([^"]*)"')
+
+
+def generated_pod_names(deployment: str) -> list[str]:
+    """One name of a pod of `deployment` for each length its template hash can have."""
+    names = []
+    for length in range(1, MAX_HASH + 1):
+        template_hash = (HASH_ALPHABET * 2)[:length]
+        base = f"{deployment}-{template_hash}-"[:MAX_NAME - SUFFIX]
+        names.append(base + HASH_ALPHABET[-SUFFIX:])
+    return names
+
+
+def deployments(record: Record, cluster: Resource | None, namespace: str) -> list[str]:
+    """The Deployments the plan makes in `namespace` on `cluster`: its own, and the predictor
+    KServe's Standard mode makes for each InferenceService (`<name>-predictor`)."""
+    out = []
+    for res in record.resources:
+        kind = api_kind(res)
+        if kind is None or cluster_of(record, res) != cluster:
+            continue
+        if str((res.inputs.get("metadata") or {}).get("namespace") or "default") != namespace:
+            continue
+        if kind.kind == "Deployment" and kind.group == "apps":
+            out.append(object_name(res))
+        elif kind.kind == "InferenceService":
+            out.append(predictor_name(object_name(res)))
+    return sorted(set(out))
+
+
+def pattern_problems(record: Record, cluster: Resource | None, query: str, what: str) -> Iterator[str]:
+    """For each `kube_pod_*{..., pod=~"..."}` of `query`: an error unless the pattern matches
+    every name Kubernetes can give the pods of some Deployment of that namespace."""
+    for metric, before, pattern in _POD_REGEX.findall(query):
+        if not metric.startswith("kube_pod_"):
+            continue
+        namespace = _NAMESPACE.search(before)
+        if namespace is None:
+            continue
+        try:
+            compiled = re2.compile(f"^(?:{pattern})$")
+        except re2.error as err:
+            yield f'{what} selects {metric}{{pod=~"{pattern}"}}, which is no RE2 pattern ({err})'
+            continue
+        near = []
+        for deployment in deployments(record, cluster, namespace.group(1)):
+            names = generated_pod_names(deployment)
+            missed = [n for n in names if not compiled.search(n)]
+            if not missed:
+                break
+            if len(missed) < len(names):
+                near.append(f"{deployment}'s pod {missed[0]}")
+        else:
+            misses = (f"misses {', '.join(near)} (a generated name's base is cut to "
+                      f"{MAX_NAME - SUFFIX} characters before its suffix)") if near else \
+                f"matches the pods of no Deployment in namespace {namespace.group(1)}"
+            yield f'{what} selects {metric}{{pod=~"{pattern}"}}, which {misses}'
+
+
+__all__ = ["HASH_ALPHABET", "deployments", "generated_pod_names", "pattern_problems"]
