@@ -414,16 +414,24 @@ def test_the_simulator_keeps_an_empty_node_as_long_as_the_cluster_does() -> None
     assert clouds == {Cloud.AWS, Cloud.GCP, Cloud.AZURE}
 
 
-def test_a_zone_listed_down_leaves_every_nodepool_and_changes_nothing_else(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def zone_listed_down(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Record]:
+    """staging with `zones_down: [us-east-2a]`: its platform block and its record (built once)."""
+    platform = copy.deepcopy(stack_doc("staging")["config"]["rtip:platform"])
+    (aws_at,) = [i for i, r in enumerate(platform["regions"]) if r["cloud"] == "aws"]
+    platform["regions"][aws_at]["zones_down"] = ["us-east-2a"]
+    stack = write_stack(tmp_path_factory.mktemp("zones-down"), platform, "staging")
+    return platform, offline.run(load(str(stack)))
+
+
+def test_a_zone_listed_down_leaves_every_nodepool_and_changes_nothing_else(
+        zone_listed_down: tuple[dict[str, Any], Record]) -> None:
     """staging with `zones_down: [us-east-2a]`: its NodePools allow only the other two zones and
     hold drift (the zone's nodes no longer match the requirement: Karpenter would replace them),
     each still valid for the CRD; the cluster and the Karpenter component say so, and every other
     resource of the stack is the same as without it (the plan keeps its replicas and zones)."""
-    platform = copy.deepcopy(stack_doc("staging")["config"]["rtip:platform"])
-    (aws_at,) = [i for i, r in enumerate(platform["regions"]) if r["cloud"] == "aws"]
-    platform["regions"][aws_at]["zones_down"] = ["us-east-2a"]
+    _, record = zone_listed_down
     before = {(r.type, r.name): r for r in record_of("staging").resources}
-    record = offline.run(load(str(write_stack(tmp_path, platform, "staging"))))
     after = {(r.type, r.name): r for r in record.resources}
     assert before.keys() == after.keys()
     changed = {key for key in before if before[key].inputs != after[key].inputs}
@@ -441,7 +449,12 @@ def test_a_zone_listed_down_leaves_every_nodepool_and_changes_nothing_else(tmp_p
     components = {key for key in changed if key[0] in ("rtip:aws:Karpenter", "rtip:aws:Cluster")}
     assert changed == set(pools) | components and len(components) == 2
     assert all(after[key].inputs["zonesDown"] == ["us-east-2a"] for key in components)
-    # `rtip plan` shows it beside the cluster's zones, and only there.
+
+
+def test_rtip_plan_shows_a_zone_listed_down_beside_the_clusters_zones(
+        zone_listed_down: tuple[dict[str, Any], Record]) -> None:
+    """The same stack: `rtip plan` shows the zone as down and out of the NodePools; the shipped
+    staging shows no zone down."""
     import io
 
     from rich.console import Console
@@ -449,6 +462,7 @@ def test_a_zone_listed_down_leaves_every_nodepool_and_changes_nothing_else(tmp_p
     from rtip import report
     from stacks.plan import load_plan
 
+    platform, record = zone_listed_down
     shown = {}
     for name, rec, plat in (("listed", record, platform), ("shipped", record_of("staging"),
                                                           stack_doc("staging")["config"]["rtip:platform"])):

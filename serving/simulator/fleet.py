@@ -295,8 +295,7 @@ class Fleet:
                 if self.cfg.drain_limit_s is not None:
                     self.schedule(now + self.cfg.drain_limit_s, "drain_limit", replica)
             else:
-                self.lost.extend(replica.engine.kill())
-                self._release(replica, now)
+                self._stop(replica, now)
 
     def _deletion_rank(self, replica: Replica, now: float) -> tuple[int, ...]:
         """The ReplicaSet's deletion order as a sort key (see the module docstring)."""
@@ -319,12 +318,15 @@ class Fleet:
 
     def stop_draining(self, replica: Replica, now: float) -> None:
         """The drain limit: a replica still draining is stopped, and what it runs is lost."""
-        if replica.state != DRAINING:
-            return
+        if replica.state == DRAINING:
+            self.drain_cut += self._stop(replica, now)
+
+    def _stop(self, replica: Replica, now: float) -> int:
+        """Stop `replica` at once: what it runs is lost. Returns how many requests that was."""
         cut = replica.engine.kill()
-        self.drain_cut += len(cut)
         self.lost.extend(cut)
         self._release(replica, now)
+        return len(cut)
 
     def maybe_release(self, replica: Replica, now: float) -> None:
         if replica.state == DRAINING and replica.engine.idle and not replica.engine.busy:
