@@ -122,8 +122,10 @@ def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     passing = [r for r in rows if r["passes_checklist"]]
     stated = next(r for r in rows if r["variant"] == "stated")
     best = min(passing, key=lambda r: r["gpu_hours"]) if passing else None
-    # Within SAME_FLEET of stated is the same fleet a pod's seconds apart, not a saving.
+    # Within SAME_FLEET of stated is the same fleet a pod's seconds apart, not a saving; and only
+    # at the plan's window, or a shorter window's saving would be credited to the prediction.
     cheaper = [r["variant"] for r in passing if r["variant"].startswith("predict-")
+               and r["scale_down_s"] == SCALE_DOWN_STABILIZATION_S
                and r["gpu_hours"] < stated["gpu_hours"] * (1 - bench.SAME_FLEET)]
     return {"model": rows[0]["model"], "trace": rows[0]["trace"], "stated_gpu_hours": stated["gpu_hours"],
             "stated_passes": stated["passes_checklist"],

@@ -66,7 +66,7 @@ from serving.burn_alerts import (
     windows,
 )
 from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, RUNNING, TTFT, TTFT_BUCKETS
-from serving.simulator.prometheus import POD_CREATED, POD_DELETION, POD_READY
+from serving.simulator.prometheus import NAME_ALPHABET, POD_CREATED, POD_DELETION, POD_READY
 from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
 ALERT = "RtipLatencyBudgetBurn"
@@ -235,17 +235,19 @@ def _pods(namespace: str, deployment: str) -> str:
     generated name's base to 58 characters first (apiserver storage/names generate.go), so past
     that the hash, or the '-' after it, is cut and the suffix joins it: one segment after the
     Deployment's name, not two. A 40-character model's predictor (50) meets it with any hash of
-    seven characters or more. Every predictor's name ends in `-predictor`, so no other model's
-    pods (two more segments at least) match. Model names are lowercase letters, digits and '-':
-    nothing to escape. The deploy check `alerts` generates such names and asks the pattern."""
-    return f'namespace="{namespace}",pod=~"{deployment}-[a-z0-9]+(-[a-z0-9]+)?"'
+    seven characters or more. Both segments are written in Kubernetes' name alphabet, which has no
+    vowels, so no other Deployment's name (`<other model>-predictor`, `<model>-epp`) can stand in
+    for them, cut or not. Model names are lowercase letters, digits and '-': nothing to escape.
+    The deploy check `alerts` generates such names and asks the pattern of every Deployment."""
+    chars = f"[{NAME_ALPHABET}]+"
+    return f'namespace="{namespace}",pod=~"{deployment}-{chars}(-{chars})?"'
 
 
 def overdue_expr(model: str, namespace: str, deployment: str, overdue_s: float) -> str:
     """The model's predictor pods older than `overdue_s` that were not Ready at any scrape of the
-    last `overdue_s` and are not being deleted (kube-state-metrics' pod series; a pod is named
-    `<deployment>-<ReplicaSet hash>-<suffix>`). Each pod has its own clock: a replacement, a
-    rollout's new pod or a pod of a scale-up counts from its creation, so a pod that serves within
+    last `overdue_s` and are not being deleted (kube-state-metrics' pod series, by name: `_pods`).
+    Each pod has its own clock: a replacement, a rollout's new pod or a pod of a scale-up counts
+    from its creation, so a pod that serves within
     a cold start never counts, while an unscheduled pod (no Ready condition at all) or one stuck
     not Ready does. A pod being drained or evicted has a deletion timestamp and does not count."""
     window = math.ceil(overdue_s)

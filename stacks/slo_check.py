@@ -276,8 +276,8 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
                    f"{fo.evict_s:g} s")
         pending = int(result.extra.get("unscheduled", 0))  # type: ignore[call-overload]
         if pending:
-            lingers += (f"; {pending} replica(s) found no node: none launches while the zone is down "
-                        "(Karpenter pins new nodes to it; list it in the region's zones_down)")
+            lingers += (f"; {pending} replica(s) waited Pending for a node: none launches while the zone "
+                        "is down (Karpenter pins new nodes to it; list it in the region's zones_down)")
         items.append(Item(
             "zone loss served within the error budget", "PASS" if share <= budget + 1e-12 else "FAIL",
             f"zone {_lost_zone(result, zone_loss)} lost at {zone_loss.at_s:g} s: {bad} of {n} requests "

@@ -360,6 +360,7 @@ def test_a_pending_replica_binds_to_the_slot_a_drain_frees():
         end = draining.engine.on_step_end(end)
     fleet.maybe_release(draining, 5.0)
     assert pending.node is draining.node and pending.zone == "b" and pending.scheduled
+    assert pending.placed_s == 5.0  # its GPU time counts from its slot, not its creation
     warm = fleet.cfg.cold_start.warm_s
     assert pending.ready_s == pytest.approx(5.0 + warm) and (5.0 + warm, "ready", pending) in events
     assert draining.node.empty_since is None and fleet.unscheduled == 1

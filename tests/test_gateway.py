@@ -144,6 +144,9 @@ def test_responses_are_answered_by_the_gateway_ahead_of_every_model_rule(stack: 
         model_matches = [m for r in route.inputs["spec"]["rules"] for m in r["matches"]]
         generated = [{}, {"headers": [{"type": "Exact", "name": "x", "value": "y"}] * 3}]
         assert all(_precedence(rule["matches"][0]) > _precedence(m) for m in [*model_matches, *generated])
+        # Envoy Gateway skips that sort where the EnvoyProxy asks it to keep routes in order.
+        for proxy in kind(record, "EnvoyProxy"):
+            assert not proxy.inputs["spec"].get("preserveRouteOrder")
         # The policies still name the model route alone.
         for k in ("SecurityPolicy", "BackendTrafficPolicy"):
             assert all(t["name"] == gw.ROUTE for p in kind(record, k) for t in p.inputs["spec"]["targetRefs"])

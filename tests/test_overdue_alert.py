@@ -20,7 +20,7 @@ from serving.simulator import (
     ZoneFailure,
 )
 from serving.simulator.config import ColdStartSpec, Failover
-from serving.simulator.prometheus import predictor_name
+from serving.simulator.prometheus import pod_name, predictor_name
 from serving.simulator.promql import Store, evaluate
 from serving.simulator.sim import SimConfig
 from serving.slo_rules import (
@@ -59,20 +59,20 @@ def _pod(name: str, created: str, ready: str | None = None, deleted: str | None 
 
 # A replacement created at minute 5 that never gets a node (no Ready condition at all): older than
 # ten minutes from minute 16 (300 < 960 - 600), so pending then and firing at 18.
-PENDING = _pod("m-predictor-7d9f8-abc12", "_x5 300x40")
+PENDING = _pod("m-predictor-7d9f8-bvc24", "_x5 300x40")
 # A pod serving since minute 3 whose engine then stays down from minute 20 (the startup probe keeps
 # restarting it): its last Ready sample (minute 19) leaves the ten-minute window at minute 29 (a
 # range holds (t - 10m, t]), so it is pending then and firing at 31.
-STUCK = _pod("m-predictor-7d9f8-def34", "0x45", ready="0x2 1x16 0x26")
+STUCK = _pod("m-predictor-7d9f8-dfg45", "0x45", ready="0x2 1x16 0x26")
 QUIET = {
     # Created at 0, Ready from minute 3: a cold start within the window.
-    **_pod("m-predictor-7d9f8-ghi56", "0x45", ready="0x2 1x42"),
+    **_pod("m-predictor-7d9f8-ghj56", "0x45", ready="0x2 1x42"),
     # Down from minute 20 to 26 (a restart within a cold start), then Ready again.
     **_pod("m-predictor-7d9f8-jkl78", "0x45", ready="1x19 0x6 1x19"),
     # Not Ready from minute 20, but being deleted from then (drained or evicted).
-    **_pod("m-predictor-7d9f8-mno90", "0x45", ready="1x19 0x25", deleted="_x20 1200x24"),
+    **_pod("m-predictor-7d9f8-mnp98", "0x45", ready="1x19 0x25", deleted="_x20 1200x24"),
     # Another model's pod, never Ready.
-    **_pod("other-predictor-7d9f8-pqr12", "0x45"),
+    **_pod("other-predictor-7d9f8-pqr42", "0x45"),
 }
 
 
@@ -89,7 +89,7 @@ def test_the_page_fires_when_promtool_says_and_only_then(tmp_path: Path) -> None
         return {"interval": "1m", "input_series": [{"series": k, "values": v} for k, v in series.items()],
                 "alert_rule_test": [{"eval_time": t, "alertname": OVERDUE_ALERT, "exp_alerts": fired}
                                     for t, fired in expected]}
-    pending, stuck = firing("m-predictor-7d9f8-abc12"), firing("m-predictor-7d9f8-def34")
+    pending, stuck = firing("m-predictor-7d9f8-bvc24"), firing("m-predictor-7d9f8-dfg45")
     tests = [case({**PENDING, **QUIET}, [("15m", []), ("17m", []), ("18m", pending), ("44m", pending)]),
              case({**STUCK, **QUIET}, [("28m", []), ("30m", []), ("31m", stuck), ("44m", stuck)]),
              case(QUIET, [(t, []) for t in ("12m", "20m", "27m", "33m", "44m")])]
@@ -143,7 +143,7 @@ def test_a_pod_lost_ready_reads_ready_until_the_api_marks_it() -> None:
     scrapes at 600-645 s and not Ready from 660 s (NotReady at 600 + 50 s), until it is gone."""
     sim = _outage_run(new_nodes=False)
     (lost,) = [r for r in sim.fleet.replicas if r.zone == "a" and r.created_s == 0.0]
-    selector = f'{{namespace="{NS}",pod="{predictor_name("m")}-sim-{lost.rid}",condition="true"}}'
+    selector = f'{{namespace="{NS}",pod="{pod_name("m", lost.rid)}",condition="true"}}'
     read = {t: evaluate(f"kube_pod_status_ready{selector}", sim.store, t) for t in (645.0, 660.0)}
     assert [list(v.values()) for v in read.values()] == [[1.0], [0.0]]
 
@@ -181,7 +181,8 @@ def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() ->
         window = cold.node_provisioning_s + cold.node_init_s + 1.5 * (
             cold.image_pull_s + cold.weights_load_s + cold.engine_start_s)
         w = int(np.ceil(window))
-        assert f'pod=~"{target}-[a-z0-9]+(-[a-z0-9]+)?",condition="true"}}[{w}s]' in page["expr"]
+        chars = "[bcdfghjklmnpqrstvwxz2456789]+"  # apimachinery util/rand's alphanums
+        assert f'pod=~"{target}-{chars}(-{chars})?",condition="true"}}[{w}s]' in page["expr"]
         assert f"< time() - {w} " in page["expr"] and page["labels"]["severity"] == "page"
 
 
@@ -204,14 +205,14 @@ def test_kube_state_metrics_gone_pages_after_ten_minutes(tmp_path: Path) -> None
     firing = [{"exp_labels": {"severity": "page", **LABELS, "namespace": NS},
                "exp_annotations": page["annotations"]}]
 
-    def case(values: str, expected: list[tuple[str, list]], pod: str = "m-predictor-7d9f8-abc12") -> dict:
+    def case(values: str, expected: list[tuple[str, list]], pod: str = "m-predictor-7d9f8-bvc24") -> dict:
         series = f'kube_pod_created{{namespace="{NS}",pod="{pod}",uid="u1"}}'
         return {"interval": "1m", "input_series": [{"series": series, "values": values}],
                 "alert_rule_test": [{"eval_time": t, "alertname": UNWATCHED_ALERT, "exp_alerts": fired}
                                     for t, fired in expected]}
     tests = [case("0x19 stale", [("19m", []), ("29m", []), ("30m", firing), ("40m", firing)]),
              case("0x19 stale _x5 0x20", [(t, []) for t in ("25m", "30m", "40m")]),
-             case("0x19 stale", [(t, []) for t in ("30m", "40m")], pod="other-predictor-7d9f8-abc12")]
+             case("0x19 stale", [(t, []) for t in ("30m", "40m")], pod="other-predictor-7d9f8-bvc24")]
     done = promtool.run_rule_tests([{"name": "m", "rules": [page]}], tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 

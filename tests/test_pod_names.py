@@ -9,11 +9,12 @@ import re2
 
 from rtip.deploycheck.pod_names import generated_pod_names, pattern_problems
 from rtip.offline import Record, Resource
-from serving.simulator.prometheus import predictor_name
+from serving.simulator.prometheus import pod_name, predictor_name
 from serving.slo_rules import overdue_expr
 
 NS = "rtip-models"
 LONG = "m" + "x" * 38 + "z"  # the longest model name a stack allows (40 characters)
+ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery util/rand: what a generated suffix draws from
 
 
 def _isvc(name: str) -> Resource:
@@ -27,15 +28,18 @@ def test_generated_names_follow_the_api_servers_cut() -> None:
     deployment = predictor_name(LONG)
     assert len(deployment) == 50
     names = generated_pod_names(deployment)
-    assert len(names) == 10  # one per length of the template hash, 1 to 10
+    # Each hash length 1-10, with six suffixes that spell apimachinery's 27-character alphabet.
+    assert len(names) == 60
+    suffixes = {n[-5:] for n in names}
+    assert "".join(sorted(set("".join(suffixes)))) == "".join(sorted(ALPHANUMS))
     # A 6-character hash: base 50 + 1 + 6 + 1 = 58 characters, kept whole.
-    assert names[5] == f"{deployment}-bcdfgh-56789" and len(names[5]) == 63
+    assert names[5 * 6] == f"{deployment}-456789-bcdfg" and len(names[5 * 6]) == 63
     # 7 characters: base 59, cut to 58, which drops the '-' before the suffix.
-    assert names[6] == f"{deployment}-bcdfghj56789" and len(names[6]) == 63
+    assert names[6 * 6] == f"{deployment}-456789bbcdfg" and len(names[6 * 6]) == 63
     # 10 characters: base 62, cut to 58: three hash characters and the '-' go.
-    assert names[9] == f"{deployment}-bcdfghj56789"
+    assert names[9 * 6] == f"{deployment}-456789bbcdfg"
     # A short deployment keeps both '-' at every length.
-    assert generated_pod_names("a-predictor")[9] == "a-predictor-bcdfghjklm-56789"
+    assert generated_pod_names("a-predictor")[9 * 6] == "a-predictor-456789bcdf-bcdfg"
 
 
 def test_the_pages_pattern_matches_every_pod_of_the_longest_model() -> None:
@@ -50,21 +54,45 @@ def test_a_two_segment_pattern_misses_a_long_models_cut_names() -> None:
     deployment = predictor_name(LONG)
     old = f'kube_pod_created{{namespace="{NS}",pod=~"{deployment}-[a-z0-9]+-[a-z0-9]+"}}'
     (problem,) = pattern_problems(record, None, old, "its rule R")
-    assert f"misses {deployment}'s pod {deployment}-bcdfghj56789" in problem
+    assert f"misses {deployment}'s pod {deployment}-456789bbcdfg" in problem
     assert problem.startswith("its rule R selects kube_pod_created")
     other = f'kube_pod_created{{namespace="{NS}",pod=~"someone-else-.+"}}'
     (problem,) = pattern_problems(record, None, other, "its rule R")
     assert problem.endswith(f"matches the pods of no Deployment in namespace {NS}")
     # Series of other families, or without a namespace, are not asked.
     assert list(pattern_problems(record, None, 'up{namespace="x",pod=~"y"}', "q")) == []
+    # A pattern that leaves out a letter of the suffixes' alphabet (x) misses real pods.
+    chars = "[bcdfghjklmnpqrstvwz2456789]+"
+    narrow = f'kube_pod_created{{namespace="{NS}",pod=~"{deployment}-{chars}(-{chars})?"}}'
+    (problem,) = pattern_problems(record, None, narrow, "its rule R")
+    assert f"misses {deployment}'s pod {deployment}-4-tvwxz" in problem
 
 
 def test_no_model_s_pattern_matches_another_model_s_pods() -> None:
-    """Every predictor's name ends in `-predictor`, so another model whose name extends this
-    one's predictor name has at least two more segments, cut or not (read by RE2, anchored as
-    Prometheus anchors a matcher)."""
-    for model, other in (("m", "m-predictor-y"), (LONG[:20], LONG[:20] + "-predictor-y")):
-        pattern = overdue_expr(model, NS, predictor_name(model), 600.0).split('pod=~"')[1].split('"')[0]
-        compiled = re2.compile(f"^(?:{pattern})$")
-        assert all(compiled.search(n) for n in generated_pod_names(predictor_name(model)))
-        assert not any(compiled.search(n) for n in generated_pod_names(predictor_name(other)))
+    """A model, and another named after its predictor (`<model>-predictor`, both valid names):
+    cut to 58 characters, the other's pods read `<model>-predictor-predictor<hash><suffix>`, two
+    segments after the first's Deployment name, which a pattern of any lowercase letters and
+    digits takes (the review's case, checked with RE2). The name alphabet has no vowels, so
+    `predictor` and `epp` never pass for a hash or a suffix; the check reports a pattern that
+    takes two Deployments' pods."""
+    model = "m" + "x" * 26  # 27 characters
+    other = f"{model}-predictor"  # 37
+    record = Record("s", [_isvc(model), _isvc(other)])
+    page = overdue_expr(model, NS, predictor_name(model), 600.0)
+    assert list(pattern_problems(record, None, page, "its rule")) == []
+    pattern = page.split('pod=~"')[1].split('"')[0]
+    compiled = re2.compile(f"^(?:{pattern})$")
+    assert not any(compiled.search(n) for n in generated_pod_names(predictor_name(other)))
+    loose = f'kube_pod_created{{namespace="{NS}",pod=~"{predictor_name(model)}-[a-z0-9]+(-[a-z0-9]+)?"}}'
+    (problem,) = pattern_problems(record, None, loose, "its rule R")
+    assert "matches the pods of more than one Deployment" in problem
+    assert f"{predictor_name(other)}'s pod {predictor_name(other)}-" in problem
+
+
+def test_the_simulators_pods_are_named_as_kubernetes_names_them() -> None:
+    """The simulator's pods carry a template hash and a 5-character suffix of the alphabet, so
+    the pages select them as they would a cluster's: distinct for every replica."""
+    pattern = overdue_expr("m", NS, predictor_name("m"), 600.0).split('pod=~"')[1].split('"')[0]
+    compiled = re2.compile(f"^(?:{pattern})$")
+    names = [pod_name("m", rid) for rid in range(2000)]
+    assert len(set(names)) == 2000 and all(compiled.search(n) for n in names)

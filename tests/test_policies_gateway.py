@@ -71,6 +71,11 @@ def test_a_route_that_forwards_nothing_needs_no_policies_and_one_that_does_needs
     mirror = {"type": "RequestMirror", "requestMirror": {"backendRef": backend}}
     mirroring["spec"]["rules"][0]["filters"].append(mirror)
     assert flagged(k8s(mirroring)) == {name}
+    # An ExtensionRef to a kind some extension server handles may route anywhere.
+    extended = copy.deepcopy(refusal)
+    extended["spec"]["rules"][0]["filters"][0]["extensionRef"] = {
+        "group": "example.com", "kind": "Router", "name": "r"}
+    assert flagged(k8s(extended)) == {name}
 
 
 def test_a_route_without_auth_fails() -> None:

@@ -18,10 +18,10 @@ read a key the route's AI Gateway filter writes (`llmRequestCosts[].metadataKey`
 io.envoy.ai_gateway): on a plain HTTPRoute or another key nothing charges the bucket, so the
 limit would silently never apply.
 
-A plain HTTPRoute that forwards nothing (no rule names a backend or mirrors to one) needs
-neither: Envoy Gateway answers its requests itself, with a filter's direct response or a 500
-(Gateway API: a rule without backendRefs; envoyproxy/gateway v1.9.0 internal/gatewayapi/
-route.go), as the front door's refusal of `/v1/responses` does.
+A plain HTTPRoute that forwards nothing (no rule names a backend, mirrors to one or hands the
+request to an extension server) needs neither: Envoy Gateway answers its requests itself, with
+a filter's direct response or a 500 (Gateway API: a rule without backendRefs; envoyproxy/gateway
+v1.9.0 internal/gatewayapi/route.go), as the front door's refusal of `/v1/responses` does.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ SECURITY_POLICY = "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy"
 TRAFFIC_POLICY = "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy"
 # api/v1beta1 AIGatewayFilterMetadataNamespace of envoyproxy/ai-gateway v1.1.0.
 AI_COST_NAMESPACE = "io.envoy.ai_gateway"
+ENVOY_GATEWAY_GROUP = "gateway.envoyproxy.io"
 
 
 def _is_route(r: StackResource) -> bool:
@@ -45,14 +46,24 @@ def _is_route(r: StackResource) -> bool:
     )
 
 
+def _may_forward(rule_filter: dict[str, Any]) -> bool:
+    """A RequestMirror copies the request to a backend; an ExtensionRef to anything but Envoy
+    Gateway's own HTTPRouteFilter is handed to an extension server, which may route it anywhere.
+    Redirects and header or URL rewrites answer or change the request, and reach nothing alone."""
+    if rule_filter.get("type") == "RequestMirror":
+        return True
+    ref = rule_filter.get("extensionRef") or {}
+    return rule_filter.get("type") == "ExtensionRef" and (
+        ref.get("group"), ref.get("kind")) != (ENVOY_GATEWAY_GROUP, "HTTPRouteFilter")
+
+
 def _forwards(route: StackResource) -> bool:
-    """Whether any rule sends a request to a backend: its backendRefs, or a RequestMirror filter
-    (which copies it to one). An AIGatewayRoute's rules always route to their backends."""
+    """Whether any rule may send a request to a backend: its backendRefs, or a filter that may
+    (`_may_forward`). An AIGatewayRoute's rules always route to their backends."""
     if route.type != HTTPROUTE:
         return True
     rules = get(route.props, "spec", "rules", default=[])
-    mirrors = ("RequestMirror",)
-    return any(rule.get("backendRefs") or any(f.get("type") in mirrors for f in rule.get("filters") or [])
+    return any(rule.get("backendRefs") or any(_may_forward(f) for f in rule.get("filters") or [])
                for rule in rules)
 
 

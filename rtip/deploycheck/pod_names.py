@@ -5,14 +5,18 @@ feeds never fires.
 
 How pods of a Deployment are named (Kubernetes 1.33):
 - the Deployment controller names each ReplicaSet `<deployment>-<pod-template-hash>`, the hash a
-  32-bit FNV sum printed in decimal and each digit mapped to a consonant or digit
-  (`rand.SafeEncodeString`): 1 to 10 characters of HASH_ALPHABET;
+  32-bit FNV sum printed in decimal and each digit mapped into the name alphabet
+  (`rand.SafeEncodeString`): 1 to 10 characters of HASH_CHARS;
 - the ReplicaSet controller creates its pods with `generateName: <replicaset>-`
   (controller_utils.go `getPodsPrefix`);
 - the API server cuts a generated name's base to 58 characters (63 less the 5-character random
-  suffix) before it appends the suffix (apiserver pkg/storage/names/generate.go).
+  suffix, drawn from NAME_ALPHABET) before it appends the suffix (apiserver
+  pkg/storage/names/generate.go).
 
-A pattern is read as Prometheus reads a `=~` matcher: RE2, anchored at both ends.
+The names generated here run every hash length, and suffixes that use every letter of the
+alphabet. A pattern must match every name of one Deployment of the namespace, and no name of any
+other (a page on another model's pods would fire under this one's labels). It is read as
+Prometheus reads a `=~` matcher: RE2, anchored at both ends.
 """
 
 from __future__ import annotations
@@ -24,9 +28,8 @@ import re2
 
 from rtip.deploycheck.graph import api_kind, cluster_of, object_name
 from rtip.offline import Record, Resource
-from serving.simulator.prometheus import predictor_name
+from serving.simulator.prometheus import HASH_CHARS, NAME_ALPHABET, predictor_name
 
-HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery util/rand alphanums
 MAX_NAME = 63
 SUFFIX = 5
 MAX_HASH = 10  # digits of a uint32 in decimal
@@ -35,12 +38,16 @@ _NAMESPACE = re.compile(r'\bnamespace\s*=\s*"([^"]*)"')
 
 
 def generated_pod_names(deployment: str) -> list[str]:
-    """One name of a pod of `deployment` for each length its template hash can have."""
+    """Names a pod of `deployment` can have: for each length of its template hash, one per
+    suffix of a run that spells the whole alphabet (so a pattern that drops a character misses
+    one)."""
+    alphabet = NAME_ALPHABET * 2
+    suffixes = [alphabet[i:i + SUFFIX] for i in range(0, len(NAME_ALPHABET), SUFFIX)]
     names = []
     for length in range(1, MAX_HASH + 1):
-        template_hash = (HASH_ALPHABET * 2)[:length]
+        template_hash = (HASH_CHARS * 2)[:length]
         base = f"{deployment}-{template_hash}-"[:MAX_NAME - SUFFIX]
-        names.append(base + HASH_ALPHABET[-SUFFIX:])
+        names += [base + suffix for suffix in suffixes]
     return names
 
 
@@ -75,19 +82,23 @@ def pattern_problems(record: Record, cluster: Resource | None, query: str, what:
         except re2.error as err:
             yield f'{what} selects {metric}{{pod=~"{pattern}"}}, which is no RE2 pattern ({err})'
             continue
-        near = []
+        covered, near, strays = [], [], []
         for deployment in deployments(record, cluster, namespace.group(1)):
             names = generated_pod_names(deployment)
-            missed = [n for n in names if not compiled.search(n)]
-            if not missed:
-                break
-            if len(missed) < len(names):
-                near.append(f"{deployment}'s pod {missed[0]}")
-        else:
-            misses = (f"misses {', '.join(near)} (a generated name's base is cut to "
-                      f"{MAX_NAME - SUFFIX} characters before its suffix)") if near else \
-                f"matches the pods of no Deployment in namespace {namespace.group(1)}"
-            yield f'{what} selects {metric}{{pod=~"{pattern}"}}, which {misses}'
+            matched = [n for n in names if compiled.search(n)]
+            if len(matched) == len(names):
+                covered.append(deployment)
+            elif matched:
+                near.append(f"{deployment}'s pod {next(n for n in names if n not in matched)}")
+            if matched:
+                strays.append(f"{deployment}'s pod {matched[0]}")
+        said = f'{what} selects {metric}{{pod=~"{pattern}"}}, which'
+        if not covered:
+            yield (f"{said} misses {', '.join(near)} (a generated name's base is cut to "
+                   f"{MAX_NAME - SUFFIX} characters before its suffix)" if near else
+                   f"{said} matches the pods of no Deployment in namespace {namespace.group(1)}")
+        elif len(strays) > 1:
+            yield f"{said} matches the pods of more than one Deployment: {', '.join(strays)}"
 
 
-__all__ = ["HASH_ALPHABET", "deployments", "generated_pod_names", "pattern_problems"]
+__all__ = ["deployments", "generated_pod_names", "pattern_problems"]

@@ -58,8 +58,8 @@ class Node:
 
 
 class Replica:
-    __slots__ = ("created_s", "deleted_s", "engine", "gone_s", "last_load", "node", "ready_at_loss",
-                 "ready_s", "rid", "state", "unreachable", "warm", "zone")
+    __slots__ = ("created_s", "deleted_s", "engine", "gone_s", "last_load", "node", "placed_s",
+                 "ready_at_loss", "ready_s", "rid", "state", "unreachable", "warm", "zone")
 
     def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
                  warm: bool) -> None:
@@ -68,6 +68,7 @@ class Replica:
         self.zone = node.zone
         self.engine = engine
         self.created_s = created_s
+        self.placed_s = created_s  # when it got its GPU slot: later for a Pending one that binds
         self.ready_s = ready_s
         self.gone_s: float | None = None  # when it stopped serving: scaled in, or lost with its zone
         # When its deletion was asked for (scale-in or eviction): its pod then has a deletion
@@ -125,7 +126,7 @@ class Fleet:
         self.routable: list[Replica] = []  # ready replicas, in creation order
         self.spec_replicas = cfg.initial_replicas
         self.lost: list[SimRequest] = []  # requests lost with a replica, drained by the caller
-        self.unscheduled = 0  # replicas that found no node (Failover.new_nodes_while_down)
+        self.unscheduled = 0  # replicas that waited Pending for a node (Failover.new_nodes_while_down)
         self.drain_cut = 0  # requests a draining replica still ran when its drain limit came
         per_zone: dict[str, int] = {z: 0 for z in cfg.zones}
         nodes = cfg.initial_nodes if cfg.initial_nodes is not None else \
@@ -261,6 +262,7 @@ class Fleet:
             replica.node, replica.zone = node, node.zone
             node.replicas.add(replica.rid)
             node.empty_since = None
+            replica.placed_s = now
             replica.ready_s = self._ready_on(node, now)
             replica.warm = True
             self.schedule(replica.ready_s, "ready", replica)
@@ -339,7 +341,7 @@ class Fleet:
         total = 0.0
         for zone in self.cfg.zones:
             mine = [r for r in self.replicas if r.zone == zone and r.scheduled]
-            steps = sorted([(r.created_s, 1) for r in mine]
+            steps = sorted([(r.placed_s, 1) for r in mine]
                            + [(r.gone_s, -1) for r in mine if r.gone_s is not None])
             live, since = 0, 0.0
             for t, step in steps:

@@ -44,6 +44,25 @@ def predictor_name(model: str) -> str:
     return f"{model}-predictor"
 
 
+# The characters Kubernetes writes into generated names: a pod's 5-character suffix (apimachinery
+# util/rand `alphanums`, no vowels), and the ReplicaSet's pod-template hash, the decimal digits of
+# a 32-bit hash each mapped into that alphabet (`rand.SafeEncodeString`: '0'-'9' become 4-9, b-f).
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+HASH_CHARS = "456789bcdf"
+_SIM_TEMPLATE_HASH = "5d8f9c4b7"  # the one pod template the simulator runs
+
+
+def pod_name(model: str, rid: int) -> str:
+    """The name of the simulator's replica `rid` of `model`, shaped as a ReplicaSet names its
+    pods: `<deployment>-<template hash>-<5 characters>`, the suffix the replica's number written
+    in NAME_ALPHABET (unique for up to 27^5 replicas)."""
+    digits, n = [], rid
+    for _ in range(5):
+        n, d = divmod(n, len(NAME_ALPHABET))
+        digits.append(NAME_ALPHABET[d])
+    return f"{predictor_name(model)}-{_SIM_TEMPLATE_HASH}-{''.join(reversed(digits))}"
+
+
 _INVALID_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -175,6 +194,7 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
     return start + (pairs[b][0] - start) * (rank / count if count else 1.0)
 
 
-__all__ = ["KSM_POD_SERIES", "LOOKBACK_S", "POD_CREATED", "POD_DELETION", "POD_READY", "SCRAPE_DURATION",
-           "TARGET_SERIES", "UP", "Labels", "Series", "Store", "bucket_quantile", "extrapolated_rate",
-           "monitor_target_labels", "pod_samples", "pod_target_label", "predictor_name"]
+__all__ = ["HASH_CHARS", "KSM_POD_SERIES", "LOOKBACK_S", "NAME_ALPHABET", "POD_CREATED", "POD_DELETION",
+           "POD_READY", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series", "Store",
+           "bucket_quantile", "extrapolated_rate", "monitor_target_labels", "pod_name", "pod_samples",
+           "pod_target_label", "predictor_name"]

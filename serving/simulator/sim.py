@@ -31,8 +31,8 @@ from serving.simulator.prometheus import (
     SCRAPE_DURATION,
     TARGET_SERIES,
     UP,
+    pod_name,
     pod_samples,
-    predictor_name,
 )
 from serving.simulator.promql import Store
 from serving.simulator.results import ReplicaStart, SimResult
@@ -229,7 +229,7 @@ class Simulation:
 
     def _pod(self, r: Replica) -> str:
         # As a ReplicaSet names it: the Deployment, the template's hash (one template here), a suffix.
-        return f"{predictor_name(self.cfg.model_name)}-sim-{r.rid}"
+        return pod_name(self.cfg.model_name, r.rid)
 
     def _ksm_samples(self, now: float, r: Replica, pod: str) -> None:
         """kube-state-metrics' series of a pod, as long as the pod exists (read from the API
@@ -366,7 +366,7 @@ class Simulation:
         gpus_per_slot = self.cfg.fleet.gpus_per_node / self.cfg.fleet.slots_per_node
         node_hours = sum(((nd.gone_s if nd.gone_s is not None else end) - nd.created_s)
                          for nd in fleet.nodes) * self.cfg.fleet.gpus_per_node / 3600
-        replica_hours = sum(((r.gone_s if r.gone_s is not None else end) - r.created_s)
+        replica_hours = sum(((r.gone_s if r.gone_s is not None else end) - r.placed_s)
                             for r in fleet.replicas if r.scheduled) * gpus_per_slot / 3600
         starts = [ReplicaStart(r.rid, r.zone, r.created_s, r.ready_s, r.warm) for r in fleet.replicas
                   if r.state != STARTING and r.ready_s <= (r.gone_s if r.gone_s is not None else end)]
