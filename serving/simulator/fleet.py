@@ -33,81 +33,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from serving.simulator.config import EngineConfig, FleetConfig
 from serving.simulator.engine import Engine, SimRequest
 from serving.simulator.metrics import ReplicaMetrics
-
-UNSCHEDULED = -1  # the node id of a replica no node came for
-STARTING, READY, DRAINING, GONE = "starting", "ready", "draining", "gone"
-# In a lost zone: unreachable, still a pod of the ReplicaSet until its node's eviction.
-LOST = "lost"
-
-
-@dataclass(eq=False)
-class Node:
-    nid: int  # UNSCHEDULED: the node a Pending replica waits for, never launched
-    zone: str
-    slots: int
-    created_s: float
-    ready_s: float
-    replicas: set[int] = field(default_factory=set)
-    empty_since: float | None = None
-    gone_s: float | None = None
-
-
-class Replica:
-    __slots__ = ("created_s", "deleted_s", "engine", "gone_s", "last_load", "node", "placed_s",
-                 "ready_at_loss", "ready_s", "rid", "state", "unreachable", "warm", "zone")
-
-    def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
-                 warm: bool) -> None:
-        self.rid = rid
-        self.node = node
-        self.zone = node.zone
-        self.engine = engine
-        self.created_s = created_s
-        self.placed_s = created_s  # when it got its GPU slot: later for a Pending one that binds
-        self.ready_s = ready_s
-        self.gone_s: float | None = None  # when it stopped serving: scaled in, or lost with its zone
-        # When its deletion was asked for (scale-in or eviction): its pod then has a deletion
-        # timestamp, and the object stays while it drains, or for good on an unreachable node.
-        self.deleted_s: float | None = None
-        self.unreachable = False  # lost with its zone: its address answers nothing from then on
-        self.state = STARTING
-        self.warm = warm
-        self.last_load = 0  # what a lost replica last reported: the router's view of it
-        self.ready_at_loss = False  # Ready when its zone went: the API says so until it marks it NotReady
-
-    @property
-    def scheduled(self) -> bool:
-        """Whether a node came for it (a Pending one has no node, address or GPU)."""
-        return self.node.nid != UNSCHEDULED
-
-    def bound(self, now: float) -> bool:
-        """Whether its node had joined by `now` (the unscheduled node never joins): only then
-        does the pod have an address and a kubelet to set its conditions."""
-        return self.node.ready_s <= now
-
-    @property
-    def load(self) -> int:
-        if self.state == LOST:
-            return self.last_load
-        return len(self.engine.running) + len(self.engine.waiting)
-
-
-def _log2_age(age_s: float) -> int:
-    """The controller's logarithmic rank of a time (logarithmicRankDiff): int(log2(ns ago)), -1 for none."""
-    age_ns = age_s * 1e9
-    return int(math.log2(age_ns)) if age_ns >= 1 else -1
-
-
-def _pseudo_uid(rid: int) -> int:
-    """A fixed pseudo-random order of replicas, standing in for the pod UIDs the controller
-    breaks ties with (deterministic, so runs repeat)."""
-    return ((rid + 1) * 2654435761) % 2**32  # Knuth's multiplicative hash
-
+from serving.simulator.replica import (
+    DRAINING,
+    GONE,
+    LOST,
+    READY,
+    STARTING,
+    UNSCHEDULED,
+    Node,
+    Replica,
+    log2_age,
+    pseudo_uid,
+)
 
 # Callbacks into the event loop: (time, kind, object).
 Schedule = Callable[[float, str, object], None]
@@ -309,14 +250,14 @@ class Fleet:
                 and now >= replica.gone_s + self.cfg.failover.not_ready_s:
             # NotReady, bound and Running: after the unassigned pods, tied with a bound pod still
             # starting (both not ready), before every ready pod (ActivePodsWithRanks.Less).
-            return (0, 1, -colocated, _log2_age(now - replica.created_s), _pseudo_uid(replica.rid))
+            return (0, 1, -colocated, log2_age(now - replica.created_s), pseudo_uid(replica.rid))
         if replica.state == STARTING:
             # A pod waiting for its node is unassigned: unassigned pods share the empty node name,
             # so one rank; then the newer creation time (log2 buckets) goes first.
             unbound = replica.node.ready_s > now
             return (0, 0 if unbound else 1, 0 if unbound else -colocated,
-                    _log2_age(now - replica.created_s), _pseudo_uid(replica.rid))
-        return (1, -colocated, _log2_age(now - replica.ready_s), _pseudo_uid(replica.rid))
+                    log2_age(now - replica.created_s), pseudo_uid(replica.rid))
+        return (1, -colocated, log2_age(now - replica.ready_s), pseudo_uid(replica.rid))
 
     def stop_draining(self, replica: Replica, now: float) -> None:
         """The drain limit: a replica still draining is stopped, and what it runs is lost."""
