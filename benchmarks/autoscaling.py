@@ -366,14 +366,15 @@ def plan_for(platform: dict[str, Any], source: str, trace: Trace, name: str = "c
 
 def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
          policies: tuple[str, ...] = POLICIES, models: list[str] | None = None,
-         zone_loss: bool = True, pool: Executor | None = None) -> list[dict[str, object]]:
+         zone_loss: bool = True, pool: Executor | None = None,
+         autoscale_offset_s: float = 0.0) -> list[dict[str, object]]:
     out = []
     for tname, base in traces.items():
         plan = plans[tname]
         for mp in select(plan, None):
             if models and mp.model not in models:
                 continue
-            dep = deployment(plan, mp)
+            dep = replace(deployment(plan, mp), autoscale_offset_s=autoscale_offset_s)
             trace = trace_for(mp, base)
             trace = trace.window(0.0, window_s) if trace.duration_s > window_s else trace
             plan_gpu_h = math.inf
@@ -412,9 +413,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default="prod")
     ap.add_argument("--window", type=float, default=3600.0, help="seconds of each scaled trace replayed")
-    ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--plot", type=Path, default=PLOT, help="bar chart of GPU-hours per policy (PNG)")
+    ap.add_argument("--out", type=Path, default=None, help=f"default {OUT}")
+    ap.add_argument("--plot", type=Path, default=None,
+                    help=f"bar chart of GPU-hours per policy (PNG; default {PLOT}, none with an offset)")
+    ap.add_argument("--autoscale-offset", type=float, default=0.0,
+                    help="seconds after each scrape the autoscalers read (the simulator's default 0 is "
+                         "the freshest read; a cluster's falls anywhere within a scrape interval)")
     args = ap.parse_args(argv)
+    offset = args.autoscale_offset
+    if args.out is None:
+        args.out = OUT if offset == 0 else OUT.with_name(f"autoscaling_offset{offset:g}s.json")
+    if args.plot is None and offset == 0:
+        args.plot = PLOT
     config = load(args.stack)
     traces = {name: load_azure_2023(path) for name, path in TRACES.items()}
     planned = {name: plan_for(config.platform, config.source, trace, name) for name, trace in traces.items()}
@@ -424,8 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     # the workers start with the modules loaded; each job still pickles its deployment and trace).
     with ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
                              mp_context=multiprocessing.get_context("fork")) as pool:
-        result = rows(plans, traces, args.window, pool=pool)
+        result = rows(plans, traces, args.window, pool=pool, autoscale_offset_s=offset)
     doc = {"stack": args.stack, "window_s": args.window, "router": "least-loaded",
+           "autoscale_offset_s": offset,
            "policies": {"plan": "the plan's ScaledObject", "static-peak": "max replicas",
                         "static-at-peak": "ceil(peak / sized rate) replicas, spread over the zones",
                         "keda-tutorial": f"waiting > {TUTORIAL_THRESHOLD}/replica, polling "

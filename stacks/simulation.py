@@ -98,6 +98,7 @@ class Deployment:
     kv_tokens: int
     device_memory_gb: float  # what one device reports to vLLM
     memory_utilization: float  # --gpu-memory-utilization of the pod
+    autoscale_offset_s: float = 0.0  # SimConfig's: the autoscaler reads at the scrapes' instants
 
     @property
     def name(self) -> str:
@@ -116,7 +117,7 @@ class Deployment:
                          scrape_timeout_s=float(SCRAPE_TIMEOUT_S),
                          zone_failures=zone_failures, model_name=self.plan.model,
                          namespace=MODELS_NAMESPACE, target_labels=model_target_labels(self.plan.model),
-                         end_s=end_s)
+                         end_s=end_s, autoscale_offset_s=self.autoscale_offset_s)
 
     def inputs(self) -> dict[str, object]:
         """The mapping plan -> simulator, for the report."""

@@ -290,3 +290,26 @@ def test_a_warm_started_autoscaler_holds_its_fleet_through_the_scale_down_window
     big = KnativeKpa(min_replicas=1, max_replicas=50, target_concurrency=10)
     big.warm(30)
     assert big.decide(0.0, wide) == 29
+
+
+def test_the_autoscaler_reads_at_its_offset_after_each_scrape() -> None:
+    """By default the autoscaler reads at each scrape's instant (the freshest data); with an
+    offset it reads that long after, every polling interval, and an offset of a whole interval
+    or more is refused (it would be the next scrape's instant)."""
+    from dataclasses import replace
+
+    import pytest
+
+    from serving.simulator import poisson, simulate
+    from tests.test_benchmarks import _deployment
+
+    _, dep = _deployment("prod", "llama-8b")
+    trace = poisson(5.0, 100.0, (1155, 211), seed=2)
+    interval = float(dep.scaled_object["pollingInterval"])
+    for offset in (0.0, 7.5):
+        shifted = replace(dep, autoscale_offset_s=offset)
+        auto = shifted.autoscaler()
+        simulate(trace, shifted.sim_config(end_s=100.0), autoscaler=auto)
+        assert [t for t, *_ in auto.history][:3] == [offset, offset + interval, offset + 2 * interval]
+    with pytest.raises(ValueError, match="autoscale_offset_s"):
+        replace(dep, autoscale_offset_s=interval).sim_config()

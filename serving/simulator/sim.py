@@ -63,10 +63,17 @@ class SimConfig:
     target_labels: tuple[tuple[str, str], ...] = ()
     end_s: float | None = None  # stop here; None: when every request is served
     log_steps: bool = False
+    # How long after each scrape the autoscaler reads. 0: at the scrape's instant, the freshest
+    # data there can be. In a cluster the HPA's syncs and Prometheus's scrapes keep clocks of their
+    # own, so the read falls anywhere in [0, scrape_interval_s) after the last scrape.
+    autoscale_offset_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.scrape_interval_s <= 0 or self.sample_interval_s <= 0:
             raise ValueError("SimConfig expects positive scrape_interval_s and sample_interval_s")
+        if not 0.0 <= self.autoscale_offset_s < self.scrape_interval_s:
+            raise ValueError(f"SimConfig expects 0 <= autoscale_offset_s < scrape_interval_s "
+                             f"({self.scrape_interval_s:g}), got {self.autoscale_offset_s:g}")
         for failure in self.zone_failures:
             if failure.zone not in self.fleet.zones and failure.zone != FULLEST:
                 raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones} "
@@ -281,7 +288,7 @@ class Simulation:
         n = len(arrivals)
         self._schedule(0.0, "scrape", None)
         if math.isfinite(self.autoscaler.interval_s):
-            self._schedule(0.0, "autoscale", None)
+            self._schedule(cfg.autoscale_offset_s, "autoscale", None)
         self._schedule(0.0, "sample", None)
         for failure in cfg.zone_failures:
             self._schedule(failure.at_s, "zone", failure.zone)
