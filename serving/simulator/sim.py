@@ -65,15 +65,17 @@ class SimConfig:
     log_steps: bool = False
     # How long after each scrape the autoscaler reads. 0: at the scrape's instant, the freshest
     # data there can be. In a cluster the HPA's syncs and Prometheus's scrapes keep clocks of their
-    # own, so the read falls anywhere in [0, scrape_interval_s) after the last scrape.
+    # own, so the read falls anywhere in [0, scrape_interval_s) after the last scrape. At most the
+    # scrape timeout here: a failed scrape is written at the next scrape's instant, which a later
+    # read would see an interval after Prometheus had it.
     autoscale_offset_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.scrape_interval_s <= 0 or self.sample_interval_s <= 0:
             raise ValueError("SimConfig expects positive scrape_interval_s and sample_interval_s")
-        if not 0.0 <= self.autoscale_offset_s < self.scrape_interval_s:
-            raise ValueError(f"SimConfig expects 0 <= autoscale_offset_s < scrape_interval_s "
-                             f"({self.scrape_interval_s:g}), got {self.autoscale_offset_s:g}")
+        if not 0.0 <= self.autoscale_offset_s <= min(self.scrape_timeout_s, self.scrape_interval_s):
+            raise ValueError(f"SimConfig expects 0 <= autoscale_offset_s <= scrape_timeout_s "
+                             f"({self.scrape_timeout_s:g}), got {self.autoscale_offset_s:g}")
         for failure in self.zone_failures:
             if failure.zone not in self.fleet.zones and failure.zone != FULLEST:
                 raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones} "
