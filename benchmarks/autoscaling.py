@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     offset = args.autoscale_offset
     if not 0 <= offset <= SCRAPE_TIMEOUT_S:
-        ap.error(f"--autoscale-offset: 0 to the PodMonitor's scrape timeout ({SCRAPE_TIMEOUT_S} s), got {offset:g}")
+        ap.error(f"--autoscale-offset: 0 to the scrape timeout ({SCRAPE_TIMEOUT_S} s), got {offset:g}")
     if args.out is None:
         args.out = OUT if offset == 0 else OUT.with_name(f"autoscaling_offset{offset:g}s.json")
     if args.plot is None and offset == 0:
