@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rtip.stackfile import load  # noqa: E402
-from serving.autoscaling import SCRAPE_TIMEOUT_S, WAITING  # noqa: E402
+from serving.autoscaling import POLLING_INTERVAL_S, WAITING  # noqa: E402
 from serving.simulator import (  # noqa: E402
     FULLEST,
     Clairvoyant,
@@ -421,8 +421,9 @@ def main(argv: list[str] | None = None) -> int:
                          "the freshest read; a cluster's falls anywhere within a scrape interval)")
     args = ap.parse_args(argv)
     offset = args.autoscale_offset
-    if not 0 <= offset <= SCRAPE_TIMEOUT_S:
-        ap.error(f"--autoscale-offset: 0 to the scrape timeout ({SCRAPE_TIMEOUT_S} s), got {offset:g}")
+    if not 0 <= offset < POLLING_INTERVAL_S:
+        ap.error(f"--autoscale-offset: from 0 to under the scrape interval ({POLLING_INTERVAL_S} s), "
+                 f"got {offset:g}")
     if args.out is None:
         args.out = OUT if offset == 0 else OUT.with_name(f"autoscaling_offset{offset:g}s.json")
     if args.plot is None and offset == 0:

@@ -43,7 +43,7 @@ from serving.simulator.traces import Trace
 ANSWERED_S = 0.05
 REFUSED_S = 0.001
 _PRIO = {"step": 0, "ready": 1, "zone": 2, "route_lost": 2, "evict": 2, "drain_limit": 2, "node_gc": 3,
-         "arrival": 4, "scrape": 5, "autoscale": 6, "sample": 7}
+         "arrival": 4, "scrape": 5, "scrape_failed": 5, "autoscale": 6, "sample": 7}
 
 
 @dataclass(frozen=True)
@@ -65,17 +65,15 @@ class SimConfig:
     log_steps: bool = False
     # How long after each scrape the autoscaler reads. 0: at the scrape's instant, the freshest
     # data there can be. In a cluster the HPA's syncs and Prometheus's scrapes keep clocks of their
-    # own, so the read falls anywhere in [0, scrape_interval_s) after the last scrape. At most the
-    # scrape timeout here: a failed scrape is written at the next scrape's instant, which a later
-    # read would see an interval after Prometheus had it.
+    # own, so the read falls anywhere in [0, scrape_interval_s) after the last scrape.
     autoscale_offset_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.scrape_interval_s <= 0 or self.sample_interval_s <= 0:
             raise ValueError("SimConfig expects positive scrape_interval_s and sample_interval_s")
-        if not 0.0 <= self.autoscale_offset_s <= min(self.scrape_timeout_s, self.scrape_interval_s):
-            raise ValueError(f"SimConfig expects 0 <= autoscale_offset_s <= scrape_timeout_s "
-                             f"({self.scrape_timeout_s:g}), got {self.autoscale_offset_s:g}")
+        if not 0.0 <= self.autoscale_offset_s < self.scrape_interval_s:
+            raise ValueError(f"SimConfig expects 0 <= autoscale_offset_s < scrape_interval_s "
+                             f"({self.scrape_interval_s:g}), got {self.autoscale_offset_s:g}")
         for failure in self.zone_failures:
             if failure.zone not in self.fleet.zones and failure.zone != FULLEST:
                 raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones} "
@@ -194,21 +192,13 @@ class Simulation:
             pod = self._pod(r)
             target = (("namespace", self.cfg.namespace), ("pod", pod), *self.cfg.target_labels)
             if r.unreachable:
-                # Lost with its zone: each scrape fails at its timeout, so the one that began an
-                # interval ago (after the loss) is what Prometheus knows now (the timeout being
-                # shorter than the interval): `up` 0 after the whole timeout, and the pod's series
-                # end with a staleness marker at that scrape. Deleted or not, its pod stays a
-                # target: the object goes only once its kubelet confirms, which never comes here.
-                failed = now - interval
-                # A pod whose node had not joined by the loss was Pending: no address, no target.
+                # Lost with its zone: this scrape fails at its timeout, when Prometheus writes it
+                # (`scrape_failed`). Deleted or not, its pod stays a target: the object goes only
+                # once its kubelet confirms, which never comes here. A pod whose node had not
+                # joined by the loss was Pending: no address, no target.
                 lost_s = r.gone_s  # set with `unreachable` (Fleet.fail_zone)
-                if lost_s is not None and r.bound(lost_s) and lost_s <= failed:
-                    if r.rid not in self._stale_marked:
-                        # kube-state-metrics' series of the pod are the exporter's, not the pod's.
-                        self.store.mark_stale(failed, "pod", pod, keep=(*TARGET_SERIES, *KSM_POD_SERIES))
-                        self._stale_marked.add(r.rid)
-                    self.store.add(failed, UP, target, 0.0)
-                    self.store.add(failed, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
+                if lost_s is not None and r.bound(lost_s) and lost_s <= now:
+                    self._schedule(now + self.cfg.scrape_timeout_s, "scrape_failed", (r, now))
                 self._ksm_samples(now, r, pod)
                 continue
             if r.state == GONE:  # deleted: its target goes, and every series of it ends, `up` too
@@ -235,6 +225,19 @@ class Simulation:
             for name, extra, value in engine.metrics.samples(len(engine.running), len(engine.waiting),
                                                               engine.kv.usage, util):
                 self.store.add(now, name, labels + extra if extra else labels, value)
+
+    def _scrape_failed(self, r: Replica, began: float) -> None:
+        """The scrape of lost replica `r` that began at `began` has timed out: Prometheus writes
+        `up` 0 and the whole timeout as its duration, stamped with the scrape's start, and ends
+        the pod's own series with a staleness marker there (kube-state-metrics' series of the pod
+        are the exporter's, not the pod's)."""
+        pod = self._pod(r)
+        target = (("namespace", self.cfg.namespace), ("pod", pod), *self.cfg.target_labels)
+        if r.rid not in self._stale_marked:
+            self.store.mark_stale(began, "pod", pod, keep=(*TARGET_SERIES, *KSM_POD_SERIES))
+            self._stale_marked.add(r.rid)
+        self.store.add(began, UP, target, 0.0)
+        self.store.add(began, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
 
     def _pod(self, r: Replica) -> str:
         # As a ReplicaSet names it: the Deployment, the template's hash (one template here), a suffix.
@@ -332,6 +335,8 @@ class Simulation:
                 elif kind == "drain_limit":
                     self.fleet.stop_draining(obj, t)  # type: ignore[arg-type]
                     self._flush_lost(t)
+                elif kind == "scrape_failed":
+                    self._scrape_failed(*obj)  # type: ignore[misc]
                 elif kind == "node_gc":
                     node: Node = obj  # type: ignore[assignment]
                     self.fleet.node_gc(node, t)
