@@ -228,7 +228,7 @@ def test_every_pool_loads_the_filter_spreads_its_pickers_and_every_predictor_tol
 def test_the_lost_pod_term_starts_a_replacement_at_the_first_failed_scrape_not_the_eviction():
     """Three replicas, one a zone, at their floor (a threshold no load reaches: the query's floor
     term holds them). Zone a goes at 100 s, its pod evicted at 190 s. The scrape that began at 105 s
-    fails at its timeout, which Prometheus knows by the 120 s scrape; the poll after it asks for
+    fails at its 10 s timeout, which Prometheus knows from 115 s; the poll at 120 s asks for
     one more replica: its replacement is created at 120 s, the replacement still loading its
     model (`up` 0, never served) asks for none, and the eviction at 190 s, the HPA still holding
     four, adds the second. Without the term the only replacement comes at the eviction."""
@@ -248,6 +248,25 @@ def test_the_lost_pod_term_starts_a_replacement_at_the_first_failed_scrape_not_t
 
     assert created(with_lost_pods(plain, 1000, lost_pods("model", "default"), 3)) == [120.0, 190.0]
     assert created(plain) == [190.0]
+
+
+def test_a_failed_scrape_reaches_an_autoscaler_reading_after_it_at_its_timeout():
+    """The same fleet with its autoscaler reading 10 s or 12 s after each scrape (polls at
+    100/115/130 s and 102/117/132 s): the scrape that began at 105 s is known from its timeout at
+    115 s, so the poll at 115 s (10 s: Prometheus's write and the read at one instant, the write
+    first) or 117 s asks for the replacement, not the next one, 15 s later."""
+    failover = Failover(route_s=1.0, not_ready_s=55.0, evict_s=90.0, evict_every_s=10.0)
+    query = with_lost_pods(in_flight_sum('{namespace="default",model_name="model"}'), 1000,
+                           lost_pods("model", "default"), 3)
+    trace = poisson(3.0, 500, (300, 100), seed=4)
+    for offset, first in ((10.0, 115.0), (12.0, 117.0)):
+        spec = {"minReplicaCount": 3, "maxReplicaCount": 6, "pollingInterval": 15,
+                "triggers": [{"type": "prometheus", "metadata": {"query": query, "threshold": "1000"}}]}
+        auto = KedaAutoscaler(spec)
+        auto.warm(3)
+        run = Simulation(trace, replace(_cfg(failover), autoscale_offset_s=offset), "least-loaded", auto)
+        run.run()
+        assert run.fleet.replicas[3].created_s == first
 
 
 def _lost_pod_run(failover: Failover, floor: int, max_replicas: int, end_s: float, slots: int = 1,

@@ -107,8 +107,8 @@ class Store:
         self._by_name: dict[str, dict[Labels, Series]] = {}
         # Subqueries' values at past steps (promql_eval._subquery). A step's value reads only
         # samples and staleness at or before it, so it stays right until something arrives at or
-        # before the latest memoised step; the simulator scrapes forward and polls after the
-        # scrape of its instant, so that never happens there, but the memo is dropped if it does.
+        # before the latest memoised step, and the memo is dropped when it does: in the simulator
+        # a lost pod's failed scrape, written at its timeout with its start's stamp, after a poll.
         self.memo: dict[object, dict[float, object]] = {}
         self.memo_upto = -math.inf
 

@@ -3,8 +3,9 @@ the autoscaler, cold starts and zone failures.
 
 Events at the same instant run in this order: engine step ends, replicas becoming ready, zone
 failures (and the router learning of one, and a lost node's pods being deleted), node clean-up,
-arrivals, scrapes, autoscaler decisions, time-series samples. So a scrape sees the steps that
-ended at its instant, and an autoscaler sees the scrape of its instant.
+arrivals, scrapes (and a lost pod's scrape timing out), autoscaler decisions, time-series
+samples. So a scrape sees the steps that ended at its instant, and an autoscaler sees the scrape
+of its instant (or, with `autoscale_offset_s`, the last scrape before it).
 
 Requests that arrive while no replica is ready, or within the endpoint picker's stall after a
 zone loss (`Failover.picker_stall_s`), fail at once (the gateway answers 503); a prompt
@@ -342,6 +343,8 @@ class Simulation:
                     self.fleet.node_gc(node, t)
                 else:
                     if i >= n and self._outstanding == 0 and cfg.end_s is None:
+                        if kind == "autoscale":
+                            continue  # a scrape or a sample ends the run, whatever the autoscaler's phase
                         break
                     if kind == "scrape":
                         self._scrape(t)
