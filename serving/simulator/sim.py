@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from serving.simulator.config import FULLEST, EngineConfig, FleetConfig, Targets, ZoneFailure
+from serving.simulator.config import FULLEST, SimConfig
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
@@ -45,45 +44,6 @@ ANSWERED_S = 0.05
 REFUSED_S = 0.001
 _PRIO = {"step": 0, "ready": 1, "zone": 2, "route_lost": 2, "evict": 2, "drain_limit": 2, "node_gc": 3,
          "arrival": 4, "scrape": 5, "scrape_failed": 5, "autoscale": 6, "sample": 7}
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    engine: EngineConfig
-    fleet: FleetConfig
-    targets: Targets
-    scrape_interval_s: float = 15.0  # the PodMonitor interval (deployments.py: as often as KEDA polls)
-    scrape_timeout_s: float = 10.0  # its scrapeTimeout: what a scrape of a lost pod takes to fail
-    sample_interval_s: float = 5.0
-    zone_failures: tuple[ZoneFailure, ...] = ()
-    metric_outages: tuple[tuple[float, float], ...] = ()  # [start, end) windows Prometheus cannot answer
-    model_name: str = "model"
-    namespace: str = "default"
-    # Labels Prometheus adds to each of the model's targets (`up`, `scrape_duration_seconds`):
-    # the PodMonitor's podTargetLabels (stacks/simulation.py reads them off the emitted spec).
-    target_labels: tuple[tuple[str, str], ...] = ()
-    end_s: float | None = None  # stop here; None: when every request is served
-    log_steps: bool = False
-    # How long after each scrape the autoscaler reads. 0: at the scrape's instant, the freshest
-    # data there can be. In a cluster the HPA's syncs and Prometheus's scrapes keep clocks of their
-    # own, so the read falls anywhere in [0, scrape_interval_s) after the last scrape.
-    autoscale_offset_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.scrape_interval_s <= 0 or self.sample_interval_s <= 0:
-            raise ValueError("SimConfig expects positive scrape_interval_s and sample_interval_s")
-        if not 0.0 <= self.autoscale_offset_s < self.scrape_interval_s:
-            raise ValueError(f"SimConfig expects 0 <= autoscale_offset_s < scrape_interval_s "
-                             f"({self.scrape_interval_s:g}), got {self.autoscale_offset_s:g}")
-        for failure in self.zone_failures:
-            if failure.zone not in self.fleet.zones and failure.zone != FULLEST:
-                raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones} "
-                                 f"or {FULLEST!r}")
-        if len(self.zone_failures) >= len(self.fleet.zones):
-            raise ValueError(f"{len(self.zone_failures)} zone failures leave none of {self.fleet.zones} up")
-        for start, end in self.metric_outages:
-            if not start < end:
-                raise ValueError(f"metric outage window must have start < end, got {(start, end)}")
 
 
 class Simulation:
