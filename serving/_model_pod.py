@@ -113,7 +113,8 @@ def vllm_args(model: str, kind: SliceKind, pool_sharing: Sharing, max_model_len:
     on the number of output tokens for all requests"), and its chat and completion endpoints take
     the least of that, the request's own `max_tokens` and what the context leaves
     (vllm/entrypoints/utils.py `get_max_tokens`). Its Responses endpoint does not
-    (protocol.py `ResponsesRequest.to_sampling_params`)."""
+    (protocol.py `ResponsesRequest.to_sampling_params`), so the gateway refuses that path
+    (serving/gateway.py `refused_paths_route`)."""
     source = ([f"--model={stream_from}", "--load-format=runai_streamer"] if stream_from
               else [f"--model={MODEL_DIR}"])
     return [
