@@ -133,10 +133,11 @@ def startup_allowance_s(cold: ColdStart) -> int:
     return math.ceil((cold.image_pull_s + cold.weights_load_s + cold.engine_start_s) * STARTUP_MARGIN)
 
 
-def replica_overdue_s(cold: ColdStart) -> float:
-    """How long after its creation a predictor pod must serve: a new node (provisioned and
-    joined), then whatever the startup probe allows (after that it restarts the container)."""
-    return cold.node_provisioning_s + cold.node_init_s + startup_allowance_s(cold)
+def replica_overdue_s(cold: ColdStart) -> int:
+    """How long after its creation a predictor pod must serve, in whole seconds (rounded up, as a
+    PromQL range is written): a new node (provisioned and joined), then whatever the startup probe
+    allows (after that it restarts the container)."""
+    return math.ceil(cold.node_provisioning_s + cold.node_init_s + startup_allowance_s(cold))
 
 
 def probes(cold: ColdStart) -> dict[str, Any]:

@@ -69,8 +69,9 @@ from dataclasses import dataclass, field
 
 from serving._model_pod import MODEL_LABEL
 from serving.capacity import RegionReplicas, ReplicaCapacity, lost_zone_room
+from serving.kube_names import POD_DELETION
 from serving.profiles import Profile
-from serving.simulator.prometheus import POD_DELETION, SCRAPE_DURATION, UP, pod_target_label
+from serving.simulator.prometheus import SCRAPE_DURATION, UP, pod_target_label
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"

@@ -23,11 +23,11 @@ from serving.charts import IMAGES, Image, UnpinnedError, pinned_ref
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud, MachineShape, Vendor
 from serving.images import RegionalRegistry
+from serving.kube_names import predictor_name
 from serving.manifests import MANAGED, POOL_LABEL
 from serving.models import Quantization
 from serving.profiles import SliceKind
 from serving.sharing import Sharing
-from serving.simulator.prometheus import predictor_name
 from serving.slices import SharingMode
 from serving.slo_rules import prometheus_rule, rule_notes
 from serving.tiers import TierSpec
@@ -305,7 +305,7 @@ def pod_monitor(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]
             "spec": pod_monitor_spec(plan.model)}
 
 
-def overdue(plan: ModelRegionPlan) -> tuple[str, float]:
+def overdue(plan: ModelRegionPlan) -> tuple[str, int]:
     """What the model's replicas-overdue page watches: its predictor Deployment's pods, and how long
     one may take to serve (serving/slo_rules.py `overdue_rule`)."""
     return predictor_deployment(plan), pod.replica_overdue_s(plan.cold_start)

@@ -49,7 +49,8 @@ METRICS_TIMEOUT_S = 5
 HOOK_MARGIN_S = DRAIN_POLL_S + METRICS_TIMEOUT_S + 2
 # The default cap's drain: the shortest wait of any node autoscaler that bounds it
 # (serving/nodescaling.py; the cluster autoscaler's 600 s on GKE and AKS), so one default serves a
-# model on every cloud a stack may span. A stated cap is held only to the clouds its model runs on.
+# model on every cloud a stack may span. A stated cap is held to it too, on EKS as well, where
+# nothing cuts a drain: the plan's other clocks (the overdue window, rollouts) assume none longer.
 NODE_DRAIN_LIMIT_S = min(a.pod_grace_limit_s for a in NODE_AUTOSCALER.values() if a.pod_grace_limit_s)
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 CONTAINER_LOG = "/proc/1/fd/1"

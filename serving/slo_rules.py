@@ -46,7 +46,6 @@ new deployment's first minutes, all its windows hold, would read as a 3-day burn
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from serving.burn_alerts import (
@@ -65,8 +64,8 @@ from serving.burn_alerts import (
     rule_body,
     windows,
 )
+from serving.kube_names import NAME_ALPHABET, POD_CREATED, POD_DELETION, POD_PHASE, POD_READY
 from serving.simulator.metrics import REQUEST_TPOT, REQUEST_TPOT_BUCKETS, RUNNING, TTFT, TTFT_BUCKETS
-from serving.simulator.prometheus import NAME_ALPHABET, POD_CREATED, POD_DELETION, POD_READY
 from serving.tiers import BUDGET_WINDOW_DAYS, TierSpec
 
 ALERT = "RtipLatencyBudgetBurn"
@@ -243,21 +242,29 @@ def _pods(namespace: str, deployment: str) -> str:
     return f'namespace="{namespace}",pod=~"{deployment}-{chars}(-{chars})?"'
 
 
-def overdue_expr(model: str, namespace: str, deployment: str, overdue_s: float) -> str:
-    """The model's predictor pods older than `overdue_s` that were not Ready at any scrape of the
-    last `overdue_s` and are not being deleted (kube-state-metrics' pod series, by name: `_pods`).
-    Each pod has its own clock: a replacement, a rollout's new pod or a pod of a scale-up counts
-    from its creation, so a pod that serves within
-    a cold start never counts, while an unscheduled pod (no Ready condition at all) or one stuck
-    not Ready does. A pod being drained or evicted has a deletion timestamp and does not count."""
-    window = math.ceil(overdue_s)
+def overdue_expr(namespace: str, deployment: str, overdue_s: int) -> str:
+    """The predictor pods older than `overdue_s` that were not Ready at any scrape of the last
+    `overdue_s`, are not being deleted and have not ended (kube-state-metrics' pod series, by
+    name: `_pods`). Each pod has its own clock: a replacement, a rollout's new pod or a pod of a
+    scale-up counts from its creation, so a pod that serves within a cold start never counts,
+    while an unscheduled pod (no Ready condition at all) or one stuck not Ready does. A pod being
+    drained or evicted by the API has a deletion timestamp; one the kubelet evicted under node
+    pressure, rejected at admission or stopped in a node shutdown is Failed and stays an object,
+    not Ready and not being deleted, until the pod garbage collector's threshold (12,500 pods by
+    default): the ReplicaSet has replaced it, so it is left out by its phase, as the chart's own
+    KubePodNotReady leaves out every phase but Pending, Unknown and Running. One series a pod
+    (`max by`): kube-state-metrics' scrape labels would otherwise restart the alert whenever the
+    exporter moves."""
     pods = _pods(namespace, deployment)
-    ready = f'max_over_time({POD_READY}{{{pods},condition="true"}}[{window}s])'
-    return (f"{POD_CREATED}{{{pods}}} < time() - {window} unless on(namespace, pod) {ready} == 1 "
+    ready = f'max_over_time({POD_READY}{{{pods},condition="true"}}[{overdue_s}s])'
+    ended = f'{POD_PHASE}{{{pods},phase=~"Failed|Succeeded"}} == 1'
+    return (f"max by (namespace, pod) ({POD_CREATED}{{{pods}}}) < time() - {overdue_s} "
+            f"unless on(namespace, pod) {ready} == 1 "
+            f"unless on(namespace, pod) {ended} "
             f'unless on(namespace, pod) {POD_DELETION}{{namespace="{namespace}"}}')
 
 
-def overdue_rule(model: str, namespace: str, deployment: str, overdue_s: float,
+def overdue_rule(model: str, namespace: str, deployment: str, overdue_s: int,
                  labels: dict[str, str]) -> dict[str, Any]:
     """A page once a predictor pod of the model has gone longer without serving than any cold
     start takes: a new node, the image, the weights and the engine with the startup probe's margin
@@ -267,7 +274,7 @@ def overdue_rule(model: str, namespace: str, deployment: str, overdue_s: float,
     replica the startup probe keeps restarting, and a lost pod never evicted (a zone partially
     disrupted, where the node lifecycle controller stops evicting). Pods that cannot be created
     page as REFUSED_ALERT (`replica_failure_rule`)."""
-    return page_rule(OVERDUE_ALERT, overdue_expr(model, namespace, deployment, overdue_s), OVERDUE_FOR,
+    return page_rule(OVERDUE_ALERT, overdue_expr(namespace, deployment, overdue_s), OVERDUE_FOR,
                      labels, f"{model} has a replica that has not served for {overdue_s / 60:.0f} minutes",
                      f"A predictor pod of {model} has not been Ready for over {overdue_s:.0f} s, longer than "
                      f"a cold start with a new node: the fleet is short of its sizing. If it is Pending, "

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from serving import drain
 from serving.hardware import Cloud, machine
 from serving.models import CATALOG
-from serving.nodescaling import NODE_AUTOSCALER
 from stacks.checks_base import Problem
 from stacks.schema import ModelSpec, StackSpec
 from stacks.tiers import resolve_tiers, tier_of
@@ -84,37 +83,35 @@ def _token_mix(at: str, model: ModelSpec) -> Iterator[Problem]:
 
 def _output_cap(at: str, spec: StackSpec, model: ModelSpec) -> Iterator[Problem]:
     """The cap stated, or the tier's default (drain.output_cap), against the token mix's mean
-    output; a stated one against the shortest wait of the node autoscalers of the clouds the model
-    runs on (serving/nodescaling.py; the default fits every cloud's by construction)."""
+    output; a stated one against the drain limit too (drain.NODE_DRAIN_LIMIT_S). On EKS nothing
+    cuts a longer drain (Karpenter waits for the pod's own grace period), but the plan's other
+    clocks assume none is longer: the replicas-overdue window, a rollout's pace, the zone-loss
+    window. So the limit holds on every cloud."""
     tier = resolve_tiers(spec).get(tier_of(spec, model))
     if tier is None:
         return  # an unknown tier is reported at models[i].tier
     cap = model.max_output_tokens
     mean = model.tokens.output_tokens
+    limit = drain.NODE_DRAIN_LIMIT_S
     if cap is None:
         fits = drain.output_cap(tier.ttft_s, tier.tpot_s)
         if fits < mean:
             yield Problem(f"{at}.tier", f"the {tier.tier} tier ({tier.ttft_ms:g} ms TTFT, "
                           f"{tier.tpot_ms:g} ms per token) lets a response of at most {max(fits, 0)} "
-                          f"tokens finish within the {drain.NODE_DRAIN_LIMIT_S:g} s the cluster autoscaler "
-                          f"waits for a replica it scales in, below the token mix's mean output of {mean}; "
+                          f"tokens drain within {limit:g} s (the cluster autoscaler's wait on GKE and "
+                          f"AKS, held on every cloud), below the token mix's mean output of {mean}; "
                           "use a faster tier or lower tokens.output_tokens")
         return
     if cap < mean:
         yield Problem(f"{at}.max_output_tokens", f"{cap} tokens is below the token mix's mean output "
                       f"of {mean}, which the sizing assumes; raise max_output_tokens or lower "
                       "tokens.output_tokens")
-    waits = [(a.pod_grace_limit_s, a.name) for r in spec.regions
-             if model.regions is None or r.region in model.regions
-             if (a := NODE_AUTOSCALER[Cloud(r.cloud)]).pod_grace_limit_s is not None]
-    if not waits:
-        return  # Karpenter only: it waits for the pod's own grace period
-    limit, who = min(waits)
     grace = drain.grace_s(tier.ttft_s, tier.tpot_s, cap)
     if grace > limit:
         yield Problem(f"{at}.max_output_tokens", f"a response of {cap} tokens at the {tier.tier} "
                       f"tier's {tier.tpot_ms:g} ms per token needs a {grace} s drain when its replica "
-                      f"is scaled in, but {who} stops waiting at {limit:g} s; at most "
+                      f"is scaled in, past the {limit:g} s a drain may take (the cluster autoscaler's "
+                      f"wait on GKE and AKS, held on every cloud); at most "
                       f"{drain.output_cap(tier.ttft_s, tier.tpot_s, limit)} tokens")
 
 

@@ -94,7 +94,7 @@ def overdue_page(store: Store, mp: ModelRegionPlan, namespace: str, end_s: float
     (serving/slo_rules.py `overdue_rule`, with the arguments serving/deployments.py gives it)."""
     deployment, overdue_s = overdue(mp)
     rule = overdue_rule(mp.model, namespace, deployment, overdue_s, {})
-    return {"alert": rule["alert"], "not_ready_window_s": math.ceil(overdue_s),
+    return {"alert": rule["alert"], "not_ready_window_s": overdue_s,
             "first_fired_s": first_fired_s(store, rule["expr"], duration_s(rule["for"]), end_s)}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from serving.kube_names import predictor_name
 from serving.simulator import (
     EngineConfig,
     FleetConfig,
@@ -20,7 +21,7 @@ from serving.simulator import (
     ZoneFailure,
 )
 from serving.simulator.config import ColdStartSpec, Failover
-from serving.simulator.prometheus import pod_name, predictor_name
+from serving.simulator.prometheus import pod_name
 from serving.simulator.promql import Store, evaluate
 from serving.simulator.sim import SimConfig
 from serving.slo_rules import (
@@ -42,18 +43,22 @@ from tests.test_promql_subquery import _labels, _seconds
 NS = "rtip-models"
 LABELS = {"model": "m", "tier": "interactive"}
 # Ten minutes a pod may take here (a stack's come from its cold start: below).
-OVERDUE_S = 600.0
+OVERDUE_S = 600
 
 
-def _pod(name: str, created: str, ready: str | None = None, deleted: str | None = None) -> dict[str, str]:
+def _pod(name: str, created: str, ready: str | None = None, deleted: str | None = None,
+         failed: str | None = None) -> dict[str, str]:
     """One pod's series as kube-state-metrics exports them, one sample a minute (promtool's
-    notation; `time()` is seconds from 0, so a creation at minute 5 is valued 300)."""
-    sel = f'namespace="{NS}",pod="{name}",uid="u-{name}"'
+    notation; `time()` is seconds from 0, so a creation at minute 5 is valued 300), with the
+    scrape's `instance` beside the exporter's labels, and `failed` its Failed phase series."""
+    sel = f'namespace="{NS}",pod="{name}",uid="u-{name}",instance="10.2.0.7:8080"'
     out = {f"kube_pod_created{{{sel}}}": created}
     if ready is not None:
         out[f'kube_pod_status_ready{{{sel},condition="true"}}'] = ready
     if deleted is not None:
         out[f"kube_pod_deletion_timestamp{{{sel}}}"] = deleted
+    if failed is not None:
+        out[f'kube_pod_status_phase{{{sel},phase="Failed"}}'] = failed
     return out
 
 
@@ -63,7 +68,7 @@ PENDING = _pod("m-predictor-7d9f8-bvc24", "_x5 300x40")
 # A pod serving since minute 3 whose engine then stays down from minute 20 (the startup probe keeps
 # restarting it): its last Ready sample (minute 19) leaves the ten-minute window at minute 29 (a
 # range holds (t - 10m, t]), so it is pending then and firing at 31.
-STUCK = _pod("m-predictor-7d9f8-dfg45", "0x45", ready="0x2 1x16 0x26")
+STUCK = _pod("m-predictor-7d9f8-dfg45", "0x45", ready="0x2 1x16 0x26", failed="0x45")
 QUIET = {
     # Created at 0, Ready from minute 3: a cold start within the window.
     **_pod("m-predictor-7d9f8-ghj56", "0x45", ready="0x2 1x42"),
@@ -71,6 +76,9 @@ QUIET = {
     **_pod("m-predictor-7d9f8-jkl78", "0x45", ready="1x19 0x6 1x19"),
     # Not Ready from minute 20, but being deleted from then (drained or evicted).
     **_pod("m-predictor-7d9f8-mnp98", "0x45", ready="1x19 0x25", deleted="_x20 1200x24"),
+    # Evicted by its kubelet at minute 20 (node pressure): Failed, not Ready and not being
+    # deleted, kept until the pod garbage collector's threshold; its ReplicaSet replaced it.
+    **_pod("m-predictor-7d9f8-vwx27", "0x45", ready="0x2 1x16 0x26", failed="0x19 1x25"),
     # Another model's pod, never Ready.
     **_pod("other-predictor-7d9f8-pqr42", "0x45"),
 }
@@ -82,7 +90,9 @@ def _rule() -> dict:
 
 def test_the_page_fires_when_promtool_says_and_only_then(tmp_path: Path) -> None:
     def firing(pod: str) -> list[dict]:
-        return [{"exp_labels": {"severity": "page", **LABELS, "namespace": NS, "pod": pod, "uid": f"u-{pod}"},
+        # One alert a pod, by namespace and pod alone: not the exporter's uid nor its scrape's
+        # instance, which change when kube-state-metrics moves.
+        return [{"exp_labels": {"severity": "page", **LABELS, "namespace": NS, "pod": pod},
                  "exp_annotations": _rule()["annotations"]}]
 
     def case(series: dict[str, str], expected: list[tuple[str, list]]) -> dict:
@@ -99,7 +109,7 @@ def test_the_page_fires_when_promtool_says_and_only_then(tmp_path: Path) -> None
 
 
 def test_the_simulated_promql_reads_it_as_prometheus_does(tmp_path: Path) -> None:
-    expr = overdue_expr("m", NS, "m-predictor", OVERDUE_S)
+    expr = overdue_expr(NS, "m-predictor", OVERDUE_S)
     times = ["10m", "16m", "20m", "30m", "38m"]
     for series in ({**PENDING, **QUIET}, {**STUCK, **QUIET}):
         want = promtool.evaluate(series, [(expr, t) for t in times], tmp_path, interval="1m")
@@ -134,7 +144,7 @@ def _outage_run(new_nodes: bool) -> Simulation:
 def _outage(new_nodes: bool) -> float | None:
     """When does a 300 s overdue page fire in `_outage_run`?"""
     sim = _outage_run(new_nodes)
-    return first_fired_s(sim.store, overdue_expr("m", NS, predictor_name("m"), 300.0), 120.0, 1500.0)
+    return first_fired_s(sim.store, overdue_expr(NS, predictor_name("m"), 300), 120.0, 1500.0)
 
 
 def test_a_pod_lost_ready_reads_ready_until_the_api_marks_it() -> None:
@@ -189,8 +199,6 @@ def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() ->
 def test_a_rule_without_the_deployment_has_no_page() -> None:
     rule = prometheus_rule("m", NS, TIERS["interactive"], {"name": "m-slo", "namespace": NS})
     assert OVERDUE_ALERT not in {a.get("alert") for g in rule["spec"]["groups"] for a in g["rules"]}
-
-
 
 
 def test_kube_state_metrics_gone_pages_after_ten_minutes(tmp_path: Path) -> None:

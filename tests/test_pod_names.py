@@ -9,7 +9,8 @@ import re2
 
 from rtip.deploycheck.pod_names import generated_pod_names, pattern_problems
 from rtip.offline import Record, Resource
-from serving.simulator.prometheus import pod_name, predictor_name
+from serving.kube_names import predictor_name
+from serving.simulator.prometheus import pod_name
 from serving.slo_rules import overdue_expr
 
 NS = "rtip-models"
@@ -45,7 +46,7 @@ def test_generated_names_follow_the_api_servers_cut() -> None:
 def test_the_pages_pattern_matches_every_pod_of_the_longest_model() -> None:
     record = Record("s", [_isvc(LONG), _isvc("llama-8b")])
     for model in (LONG, "llama-8b"):
-        query = overdue_expr(model, NS, predictor_name(model), 600.0)
+        query = overdue_expr(NS, predictor_name(model), 600)
         assert list(pattern_problems(record, None, query, "its rule")) == []
 
 
@@ -78,7 +79,7 @@ def test_no_model_s_pattern_matches_another_model_s_pods() -> None:
     model = "m" + "x" * 26  # 27 characters
     other = f"{model}-predictor"  # 37
     record = Record("s", [_isvc(model), _isvc(other)])
-    page = overdue_expr(model, NS, predictor_name(model), 600.0)
+    page = overdue_expr(NS, predictor_name(model), 600)
     assert list(pattern_problems(record, None, page, "its rule")) == []
     pattern = page.split('pod=~"')[1].split('"')[0]
     compiled = re2.compile(f"^(?:{pattern})$")
@@ -92,7 +93,7 @@ def test_no_model_s_pattern_matches_another_model_s_pods() -> None:
 def test_the_simulators_pods_are_named_as_kubernetes_names_them() -> None:
     """The simulator's pods carry a template hash and a 5-character suffix of the alphabet, so
     the pages select them as they would a cluster's: distinct for every replica."""
-    pattern = overdue_expr("m", NS, predictor_name("m"), 600.0).split('pod=~"')[1].split('"')[0]
+    pattern = overdue_expr(NS, predictor_name("m"), 600).split('pod=~"')[1].split('"')[0]
     compiled = re2.compile(f"^(?:{pattern})$")
     names = [pod_name("m", rid) for rid in range(2000)]
     assert len(set(names)) == 2000 and all(compiled.search(n) for n in names)

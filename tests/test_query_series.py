@@ -176,9 +176,9 @@ def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(mon
     record = record_of("prod")
     monkeypatch.setattr(query_series, "KSM_CHART_VERSION", "0.0.0")
     found = check_query_series(record)
-    # One warning a ScaledObject (its query's deletion timestamps), and five a model's
-    # PrometheusRule, one a kube-state-metrics series its rules select: the pods' creation time,
-    # Ready condition and deletion timestamp, the Deployment's conditions, the HPA's conditions.
+    # One warning a ScaledObject (its query's deletion timestamps) and one a model's
+    # PrometheusRule, however many kube-state-metrics series its rules select (six: the pods'
+    # creation, Ready condition, phase and deletion, the Deployment's and the HPA's conditions).
     assert len([f for f in found if f.check == "autoscaling"]) == _scaled_objects(record)
-    assert len([f for f in found if f.check == "alerts"]) == 5 * _scaled_objects(record)
+    assert len([f for f in found if f.check == "alerts"]) == _scaled_objects(record)
     assert all(f.severity == "warning" and "not the 0.0.0" in f.message for f in found)

@@ -124,5 +124,16 @@ def _with_descendants(record: Record, index: dict[str, Resource], urn: str) -> l
     return found
 
 
+def in_namespace(record: Record, cluster: Resource | None, kind: str, namespace: str) -> list[Resource]:
+    """The Kubernetes objects of `kind` in `namespace` on `cluster` (as `cluster_of` finds it)."""
+    out = []
+    for res in record.resources:
+        k = api_kind(res)
+        if k and k.kind == kind and cluster_of(record, res) == cluster \
+                and str((res.inputs.get("metadata") or {}).get("namespace") or "default") == namespace:
+            out.append(res)
+    return out
+
+
 __all__ = ["CRD_TYPE", "HELM_RELEASE", "LABEL_OPERATORS", "ApiKind", "api_kind", "cluster_of",
-           "descendants", "object_name", "string_map", "waits_for"]
+           "descendants", "in_namespace", "object_name", "string_map", "waits_for"]

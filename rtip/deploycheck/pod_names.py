@@ -21,20 +21,16 @@ Prometheus reads a `=~` matcher: RE2, anchored at both ends.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import re2
 
-from rtip.deploycheck.graph import api_kind, cluster_of, object_name
+from rtip.deploycheck.graph import ApiKind, api_kind, in_namespace, object_name
+from rtip.deploycheck.promql_text import matchers
 from rtip.offline import Record, Resource
-from serving.simulator.prometheus import HASH_CHARS, NAME_ALPHABET, predictor_name
+from serving.kube_names import HASH_CHARS, MAX_NAME, NAME_ALPHABET, SUFFIX, predictor_name
 
-MAX_NAME = 63
-SUFFIX = 5
 MAX_HASH = 10  # digits of a uint32 in decimal
-_POD_REGEX = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\bpod\s*=~\s*"([^"]*)"')
-_NAMESPACE = re.compile(r'\bnamespace\s*=\s*"([^"]*)"')
 
 
 def generated_pod_names(deployment: str) -> list[str]:
@@ -53,52 +49,50 @@ def generated_pod_names(deployment: str) -> list[str]:
 
 def deployments(record: Record, cluster: Resource | None, namespace: str) -> list[str]:
     """The Deployments the plan makes in `namespace` on `cluster`: its own, and the predictor
-    KServe's Standard mode makes for each InferenceService (`<name>-predictor`)."""
-    out = []
-    for res in record.resources:
-        kind = api_kind(res)
-        if kind is None or cluster_of(record, res) != cluster:
-            continue
-        if str((res.inputs.get("metadata") or {}).get("namespace") or "default") != namespace:
-            continue
-        if kind.kind == "Deployment" and kind.group == "apps":
-            out.append(object_name(res))
-        elif kind.kind == "InferenceService":
-            out.append(predictor_name(object_name(res)))
-    return sorted(set(out))
+    KServe's Standard mode makes for each InferenceService. Those a Helm release renders (an
+    endpoint picker, `<model>-epp`) are not in the record, so a pattern is not asked of them."""
+    own = [object_name(r) for r in in_namespace(record, cluster, "Deployment", namespace)
+           if (api_kind(r) or ApiKind("", "", "")).group == "apps"]
+    predictors = [predictor_name(object_name(r))
+                  for r in in_namespace(record, cluster, "InferenceService", namespace)]
+    return sorted({*own, *predictors})
 
 
 def pattern_problems(record: Record, cluster: Resource | None, query: str, what: str) -> Iterator[str]:
     """For each `kube_pod_*{..., pod=~"..."}` of `query`: an error unless the pattern matches
     every name Kubernetes can give the pods of some Deployment of that namespace."""
-    for metric, before, pattern in _POD_REGEX.findall(query):
-        if not metric.startswith("kube_pod_"):
+    for metric, found in matchers(query):
+        namespace = next((v for label, op, v in found if (label, op) == ("namespace", "=")), None)
+        if not metric.startswith("kube_pod_") or namespace is None:
             continue
-        namespace = _NAMESPACE.search(before)
-        if namespace is None:
-            continue
-        try:
-            compiled = re2.compile(f"^(?:{pattern})$")
-        except re2.error as err:
-            yield f'{what} selects {metric}{{pod=~"{pattern}"}}, which is no RE2 pattern ({err})'
-            continue
-        covered, near, strays = [], [], []
-        for deployment in deployments(record, cluster, namespace.group(1)):
-            names = generated_pod_names(deployment)
-            matched = [n for n in names if compiled.search(n)]
-            if len(matched) == len(names):
-                covered.append(deployment)
-            elif matched:
-                near.append(f"{deployment}'s pod {next(n for n in names if n not in matched)}")
-            if matched:
-                strays.append(f"{deployment}'s pod {matched[0]}")
-        said = f'{what} selects {metric}{{pod=~"{pattern}"}}, which'
-        if not covered:
-            yield (f"{said} misses {', '.join(near)} (a generated name's base is cut to "
-                   f"{MAX_NAME - SUFFIX} characters before its suffix)" if near else
-                   f"{said} matches the pods of no Deployment in namespace {namespace.group(1)}")
-        elif len(strays) > 1:
-            yield f"{said} matches the pods of more than one Deployment: {', '.join(strays)}"
+        for pattern in (v for label, op, v in found if (label, op) == ("pod", "=~")):
+            yield from _pattern_problems(record, cluster, metric, namespace, pattern, what)
+
+
+def _pattern_problems(record: Record, cluster: Resource | None, metric: str, namespace: str,
+                      pattern: str, what: str) -> Iterator[str]:
+    said = f'{what} selects {metric}{{pod=~"{pattern}"}}, which'
+    try:
+        compiled = re2.compile(f"^(?:{pattern})$")
+    except re2.error as err:
+        yield f"{said} is no RE2 pattern ({err})"
+        return
+    covered, near, strays = [], [], []
+    for deployment in deployments(record, cluster, namespace):
+        names = generated_pod_names(deployment)
+        matched = [n for n in names if compiled.search(n)]
+        if len(matched) == len(names):
+            covered.append(deployment)
+        elif matched:
+            near.append(f"{deployment}'s pod {next(n for n in names if n not in matched)}")
+        if matched:
+            strays.append(f"{deployment}'s pod {matched[0]}")
+    if not covered:
+        yield (f"{said} misses {', '.join(near)} (a generated name's base is cut to "
+               f"{MAX_NAME - SUFFIX} characters before its suffix)" if near else
+               f"{said} matches the pods of no Deployment in namespace {namespace}")
+    elif len(strays) > 1:
+        yield f"{said} matches the pods of more than one Deployment: {', '.join(strays)}"
 
 
 __all__ = ["deployments", "generated_pod_names", "pattern_problems"]

@@ -34,8 +34,9 @@ from typing import Any
 from rtip.chartfacts.conditions import truthy
 from rtip.deploycheck import pod_names
 from rtip.deploycheck.findings import Finding, Severity
-from rtip.deploycheck.graph import api_kind, cluster_of, object_name, string_map
+from rtip.deploycheck.graph import api_kind, cluster_of, in_namespace, object_name, string_map
 from rtip.deploycheck.monitor_select import CHART, Loader, stack_releases
+from rtip.deploycheck.promql_text import matchers
 from rtip.offline import Record, Resource
 from serving.simulator.prometheus import TARGET_SERIES, monitor_target_labels
 
@@ -44,35 +45,16 @@ RULES_CHECK = "alerts"  # the same question of the plan's own alert and recordin
 KSM = "kube-state-metrics"
 # What Prometheus's pod discovery and the operator's relabelling put on every PodMonitor target.
 DISCOVERY_LABELS = frozenset({"namespace", "pod", "job", "instance", "container", "endpoint", "service"})
-_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}")
-_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!=|!~|=)\s*"([^"]*)"\s*')
-
-
 def selectors(query: str) -> Iterator[tuple[str, dict[str, str]]]:
     """Each `metric{...}` of `query` with its equality matchers (label: value)."""
-    for metric, body in _SELECTOR.findall(query):
-        matchers = {}
-        for part in body.split(","):
-            m = _MATCHER.fullmatch(part)
-            if m and m.group(2) == "=":
-                matchers[m.group(1)] = m.group(3)
-        yield metric, matchers
-
-
-def _in_namespace(record: Record, cluster: Resource | None, kind: str, namespace: str) -> list[Resource]:
-    out = []
-    for res in record.resources:
-        k = api_kind(res)
-        if k and k.kind == kind and cluster_of(record, res) == cluster \
-                and str((res.inputs.get("metadata") or {}).get("namespace") or "default") == namespace:
-            out.append(res)
-    return out
+    for metric, found in matchers(query):
+        yield metric, {label: value for label, op, value in found if op == "="}
 
 
 def target_label_problem(record: Record, cluster: Resource | None, namespace: str, label: str,
                          value: str) -> str | None:
     """Why no PodMonitor in `namespace` writes target label `label`=`value` (None: one does)."""
-    for monitor in _in_namespace(record, cluster, "PodMonitor", namespace):
+    for monitor in in_namespace(record, cluster, "PodMonitor", namespace):
         if monitor_target_labels(monitor.inputs.get("spec") or {}).get(label) == value:
             return None
     return (f"no PodMonitor in namespace {namespace} copies a pod label onto its targets as {label} "
@@ -205,10 +187,10 @@ def series_problems(record: Record, cluster: Resource | None, query: str, what: 
     """What `query` selects that `cluster` would not have, each said as `what` selects it."""
     out: list[Problem] = [(Severity.ERROR, m)
                           for m in pod_names.pattern_problems(record, cluster, query, what)]
-    for metric, matchers in selectors(query):
-        namespace = matchers.get("namespace")
+    for metric, equal in selectors(query):
+        namespace = equal.get("namespace")
         if metric in TARGET_SERIES and namespace is not None:
-            for label, value in matchers.items():
+            for label, value in equal.items():
                 if label in DISCOVERY_LABELS:
                     continue
                 why = target_label_problem(record, cluster, namespace, label, value)
@@ -223,9 +205,11 @@ def series_problems(record: Record, cluster: Resource | None, query: str, what: 
                 out += [(sev, f"{what} selects {metric}, but release {release.name}: {m}")
                         for sev, m in ksm_problems(loader, metric, namespace)]
                 if version != KSM_CHART_VERSION:
+                    # Said once an object however many series it selects (problems are a set).
                     out.append((Severity.WARNING, f"release {release.name} pins {KSM} chart {version}, "
                                                   f"not the {KSM_CHART_VERSION} this check was read "
-                                                  f"from: its {metric} conditions are unchecked there"))
+                                                  f"from: its kube-state-metrics conditions are unchecked "
+                                                  f"there"))
     return out
 
 

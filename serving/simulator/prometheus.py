@@ -21,34 +21,13 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from serving.kube_names import NAME_ALPHABET, POD_CREATED, POD_READY, predictor_name
+
 Labels = tuple[tuple[str, str], ...]
 LOOKBACK_S = 300.0
 UP = "up"  # what Prometheus writes for each scrape of a target: 1 answered, 0 failed
 SCRAPE_DURATION = "scrape_duration_seconds"  # and how long the scrape took (to its timeout at most)
 TARGET_SERIES = (UP, SCRAPE_DURATION)  # the series Prometheus writes itself for a failed scrape
-# kube-state-metrics' pod family (v2.20.0, internal/store/pod.go): one series per pod that has a
-# deletion timestamp, labelled namespace, pod and uid (kube-prometheus-stack keeps them: its
-# ServiceMonitor honours the exporter's labels), valued the Unix time of the deletion request.
-POD_DELETION = "kube_pod_deletion_timestamp"
-# And two more of its pod family, labelled the same: the pod's creation time (Unix seconds), and
-# its Ready condition, one series per status (`condition` "true", "false", "unknown"), only once
-# the pod has a Ready condition (a kubelet sets it: an unscheduled pod has none).
-POD_CREATED = "kube_pod_created"
-POD_READY = "kube_pod_status_ready"
-KSM_POD_SERIES = (POD_DELETION, POD_CREATED, POD_READY)  # the exporter's, not the pod's own
-
-
-def predictor_name(model: str) -> str:
-    """KServe's Standard mode names an InferenceService's predictor Deployment `<isvc>-predictor`
-    (serving/deployments.py emits it; the simulator names its pods after it)."""
-    return f"{model}-predictor"
-
-
-# The characters Kubernetes writes into generated names: a pod's 5-character suffix (apimachinery
-# util/rand `alphanums`, no vowels), and the ReplicaSet's pod-template hash, the decimal digits of
-# a 32-bit hash each mapped into that alphabet (`rand.SafeEncodeString`: '0'-'9' become 4-9, b-f).
-NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-HASH_CHARS = "456789bcdf"
 _SIM_TEMPLATE_HASH = "5d8f9c4b7"  # the one pod template the simulator runs
 
 
@@ -194,7 +173,6 @@ def bucket_quantile(q: float, pairs: list[tuple[float, float]]) -> float:
     return start + (pairs[b][0] - start) * (rank / count if count else 1.0)
 
 
-__all__ = ["HASH_CHARS", "KSM_POD_SERIES", "LOOKBACK_S", "NAME_ALPHABET", "POD_CREATED", "POD_DELETION",
-           "POD_READY", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series", "Store",
+__all__ = ["LOOKBACK_S", "SCRAPE_DURATION", "TARGET_SERIES", "UP", "Labels", "Series", "Store",
            "bucket_quantile", "extrapolated_rate", "monitor_target_labels", "pod_name", "pod_samples",
-           "pod_target_label", "predictor_name"]
+           "pod_target_label"]

@@ -21,13 +21,12 @@ import math
 
 import numpy as np
 
+from serving.kube_names import KSM_POD_SERIES, POD_DELETION
 from serving.simulator.config import FULLEST, SimConfig
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
 from serving.simulator.policies import Autoscaler, StaticPolicy
 from serving.simulator.prometheus import (
-    KSM_POD_SERIES,
-    POD_DELETION,
     SCRAPE_DURATION,
     TARGET_SERIES,
     UP,
