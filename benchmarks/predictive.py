@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-down", default=str(SCALE_DOWN_STABILIZATION_S),
                     help="comma-separated scale-down stabilisation windows (s) to run each variant at")
     ap.add_argument("--out", type=Path, default=None,
-                    help=f"default {OUT.name}, or scale_down_seed<N>.json with other windows")
+                    help=f"default {OUT.name}; predictive_seed<N>.json for another draw, "
+                         "scale_down_seed<N>.json with other windows")
     args = ap.parse_args(argv)
     variants = tuple(v for v in args.variants.split(",") if v)
     if not variants or variants[0] != "stated" or not set(variants) <= set(VARIANTS):
@@ -154,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     windows = [int(w) for w in args.scale_down.split(",") if w]
     if SCALE_DOWN_STABILIZATION_S not in windows:
         ap.error(f"--scale-down: include the plan's {SCALE_DOWN_STABILIZATION_S} (rows are judged on it)")
-    if args.out is None:  # a window run must not overwrite the predictive results
-        args.out = OUT if windows == [SCALE_DOWN_STABILIZATION_S] else \
-            OUT.with_name(f"scale_down_seed{args.seed}.json")
+    if args.out is None:  # another draw or a window run must not overwrite the first draw's results
+        stem = "predictive" if windows == [SCALE_DOWN_STABILIZATION_S] else "scale_down"
+        args.out = OUT if stem == "predictive" and args.seed == 0 else \
+            OUT.with_name(f"{stem}_seed{args.seed}.json")
     config = load(args.stack)
     models = [m for m in args.models.split(",") if m]
     rows: list[dict[str, Any]] = []

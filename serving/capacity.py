@@ -127,7 +127,7 @@ def replica_capacity(
             f"{where}: {weights:.1f} GB weights + a {context}-token KV cache exceed "
             f"{prof.slice.memory_gb:.0f} GB x {GPU_MEMORY_UTILIZATION}; use a bigger slice, more "
             f"tensor parallelism, a quantized variant or a shorter max_model_len")
-    ttft_s, tpot_s = tier.ttft_ms / 1000, tier.tpot_ms / 1000
+    ttft_s, tpot_s = tier.ttft_s, tier.tpot_s
     p99_prompt = min(prompt_factor(tier.percentile) * input_tokens, card.context_max)
     first_prefill = prof.prefill_s(p99_prompt)
     if first_prefill > ttft_s or prof.tpot_s(1) > tpot_s:

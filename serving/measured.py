@@ -93,7 +93,7 @@ def measure(demand: ModelDemand, kind: SliceKind,
     engine = replica_engine(card, kind, quantization, context, visible, usable)
     tier = demand.tier
     try:
-        sim = simulated_capacity(engine, Targets(tier.ttft_ms / 1000, tier.tpot_ms / 1000), tier.percentile,
+        sim = simulated_capacity(engine, Targets(tier.ttft_s, tier.tpot_s), tier.percentile,
                                  demand.input_tokens, demand.output_tokens, closed.qps,
                                  replicas=demand.fleet)
     except Unservable:

@@ -137,8 +137,7 @@ def _selector(model: str, namespace: str) -> str:
 
 def bounds(tier: TierSpec) -> tuple[float, float]:
     """The (TTFT, TPOT) bucket bounds the tier's targets are read at."""
-    return (bound(tier.ttft_ms / 1000, TTFT_BUCKETS, "TTFT"),
-            bound(tier.tpot_ms / 1000, REQUEST_TPOT_BUCKETS, "TPOT"))
+    return (bound(tier.ttft_s, TTFT_BUCKETS, "TTFT"), bound(tier.tpot_s, REQUEST_TPOT_BUCKETS, "TPOT"))
 
 
 def error_ratio(model: str, namespace: str, tier: TierSpec, window: str) -> str:
