@@ -364,11 +364,6 @@ def plan_for(platform: dict[str, Any], source: str, trace: Trace, name: str = "c
     raise failure
 
 
-# The policies whose autoscaler reads Prometheus, and so reads `autoscale_offset_s` after a
-# scrape; the KPA, the GPU-utilisation HPA and the references read the pods themselves.
-READS_PROMETHEUS = ("plan", "keda-tutorial")
-
-
 def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
          policies: tuple[str, ...] = POLICIES, models: list[str] | None = None,
          zone_loss: bool = True, pool: Executor | None = None,
@@ -379,13 +374,12 @@ def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
         for mp in select(plan, None):
             if models and mp.model not in models:
                 continue
-            fresh = deployment(plan, mp)
-            lagged = replace(fresh, autoscale_offset_s=autoscale_offset_s)
+            # Only the policies whose autoscaler reads Prometheus (`reads_scrapes`) read it late.
+            dep = replace(deployment(plan, mp), autoscale_offset_s=autoscale_offset_s)
             trace = trace_for(mp, base)
             trace = trace.window(0.0, window_s) if trace.duration_s > window_s else trace
             plan_gpu_h = math.inf
             for policy in policies:
-                dep = lagged if policy in READS_PROMETHEUS else fresh
                 row = {"model": mp.model, "region": mp.region, "trace": tname, "policy": policy,
                        "window_s": round(trace.duration_s, 1),
                        "replicas_bounds": [mp.min_replicas, mp.max_replicas],

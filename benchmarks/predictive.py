@@ -54,6 +54,7 @@ from serving.autoscaling import (  # noqa: E402
     POLLING_INTERVAL_S,
     SCALE_DOWN_STABILIZATION_S,
     completion_rate,
+    survivor_share,
     with_lost_pods,
     zone_query,
 )
@@ -65,23 +66,45 @@ WINDOWS = ("5m", "10m", "20m")
 VARIANTS = ("stated", *(f"predict-{w}" for w in WINDOWS), "none")
 
 
+def variant_load(dep: Deployment, variant: str) -> tuple[str, float] | None:
+    """The load the zone branch reads under `variant` and what one survivor carries of it a
+    req/s ((1 + h) / q for stated, whose growth is the factor; 1 / q where the growth is in the
+    load); None without a zone branch."""
+    a = dep.plan.autoscaling
+    if a.survivor_qps is None or a.ceiling_qps is None:
+        return None
+    rate = completion_rate(a.selector)
+    if variant == "stated":
+        return rate, (1 + a.headroom) / a.survivor_qps
+    if variant == "none":
+        return rate, 1 / a.survivor_qps
+    if variant.startswith("predict-"):
+        window = variant.removeprefix("predict-")
+        ahead = f"predict_linear({rate}[{window}:{POLLING_INTERVAL_S}s], {dep.fleet.cold_start.full_s:g})"
+        return (f"clamp_min(clamp_max({ahead}, scalar({rate} * {1 + a.headroom:g})), scalar({rate}))",
+                1 / a.survivor_qps)
+    raise ValueError(variant)
+
+
+def variant_survivors(dep: Deployment, variant: str) -> str:
+    """The survivors' worth of the load under `variant`, before the branch rounds it up (the
+    plan's zone branch must have it)."""
+    a = dep.plan.autoscaling
+    load_ = variant_load(dep, variant)
+    if load_ is None or a.ceiling_qps is None or a.survivor_qps is None:
+        raise ValueError(f"{a.model} has no zone branch")
+    return survivor_share(load_[0], load_[1], a.ceiling_qps / a.survivor_qps)
+
+
 def variant_query(dep: Deployment, variant: str) -> str:
     """The plan's trigger query with the zone branch's growth term as `variant` has it."""
     a = dep.plan.autoscaling
-    if variant == "stated" or a.zone_rate_qps is None or a.ceiling_qps is None:
+    load_ = variant_load(dep, variant)
+    if variant == "stated" or load_ is None or a.ceiling_qps is None or a.survivor_qps is None:
         return a.query
-    selector = a.selector
-    rate = completion_rate(selector)
-    if variant == "none":
-        load_ = rate
-    elif variant.startswith("predict-"):
-        window = variant.removeprefix("predict-")
-        ahead = f"predict_linear({rate}[{window}:{POLLING_INTERVAL_S}s], {dep.fleet.cold_start.full_s:g})"
-        load_ = f"clamp_min(clamp_max({ahead}, scalar({rate} * {1 + a.headroom:g})), scalar({rate}))"
-    else:
-        raise ValueError(variant)
-    # The branch then asks for 1 + load / (q (Z - 1) / Z): the growth is in `load`, not in k.
-    branch = zone_query(selector, load_, a.threshold / a.zone_rate_qps, a.ceiling_qps, a.threshold)
+    # The branch asks for ceil(S Z / (Z - 1)), S = ceil(load / q): the growth is in `load`.
+    branch = zone_query(a.selector, load_[0], load_[1], a.ceiling_qps / a.survivor_qps, a.zones,
+                        a.threshold)
     return with_lost_pods(branch, a.threshold, a.lost, a.min_replicas)
 
 

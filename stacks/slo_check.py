@@ -275,9 +275,12 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
         lingers = ("" if fo.instant else f"; its pods picked for {fo.route_s:g} s and replaced from "
                    f"{fo.evict_s:g} s")
         pending = int(result.extra.get("unscheduled", 0))  # type: ignore[call-overload]
+        bound = int(result.extra.get("bound_later", 0))  # type: ignore[call-overload]
         if pending:
             lingers += (f"; {pending} replica(s) waited Pending for a node: none launches while the zone "
                         "is down (Karpenter pins new nodes to it; list it in the region's zones_down)")
+        if bound:
+            lingers += f"; {bound} of them bound later to a slot a removed replica freed"
         items.append(Item(
             "zone loss served within the error budget", "PASS" if share <= budget + 1e-12 else "FAIL",
             f"zone {_lost_zone(result, zone_loss)} lost at {zone_loss.at_s:g} s: {bad} of {n} requests "
@@ -285,7 +288,7 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
             f"a target in the next {zone_window:.0f} s ({share:.2%}; budget {budget:.2%}){lingers}{cut}",
             {"bad": bad, "requests": n, "bad_share": _num(share), "error_budget": _num(budget),
              "failed_in_flight": int(in_flight.sum()), "window_s": _num(zone_window),
-             "window_seen_s": _num(seen), "pending_replicas": pending}))
+             "window_seen_s": _num(seen), "pending_replicas": pending, "bound_later": bound}))
     return items
 
 

@@ -53,9 +53,11 @@ def test_trigger_is_the_models_requests_in_flight() -> None:
 def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
     """q = 2 req/s, curve (1, 10), (2, 40), 25 % headroom, three zones, a ceiling of 8 req/s.
     By hand: the headroom branch's target is 28 in flight (1.6 req/s on the curve); the zone
-    branch asks for 1 + the completion rate over 2 x 2/3 / 1.25 = 1.0667 req/s, whatever the
-    in-flight count, up to the rate whose growth reaches the ceiling (8 / 1.25 = 6.4 req/s: 1 + 6
-    = 7 replicas, whose survivors of a zone lost, 4, carry the ceiling at 2 req/s each)."""
+    branch, whatever the in-flight count, asks for the fewest replicas whose survivors of the
+    worst zone carry the completion rate and its 25 % growth at 2 req/s each, up to the ceiling:
+    3 req/s grows to 3.75, 2 survivors, and 3 replicas (1, 1, 1) leave 2; 6 req/s grows to 7.5,
+    4 survivors, and 6 replicas (2, 2, 2) leave 4 where 5 (2, 2, 1) leave 3; 12 req/s is held at
+    the ceiling of 8, 4 survivors again."""
     _, cap, reps = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     zoned = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=3),
@@ -63,8 +65,8 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
     assert zoned.threshold == 28.0 and zoned.min_replicas == 3  # the floor: one a zone
     # (in flight, completions a second over two pods, replicas wanted; idle, the query reads
     # the floor's worth, 3 x 28)
-    for in_flight, rate, replicas in ((14, 3.0, 4), (100, 3.0, 4), (300, 3.0, 11), (14, 6.0, 7),
-                                      (14, 12.0, 7), (300, 12.0, 11), (0, 0.0, 3)):
+    for in_flight, rate, replicas in ((14, 3.0, 3), (100, 3.0, 4), (300, 3.0, 11), (14, 6.0, 6),
+                                      (14, 12.0, 6), (300, 12.0, 11), (0, 0.0, 3)):
         store = Store()
         for pod, share in (("p1", 0.25), ("p2", 0.75)):
             labels = (("model_name", "chat"), ("namespace", "models"), ("pod", pod))
@@ -73,13 +75,18 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
             for t in range(0, 121, 15):  # a counter rising at `rate x share` a second
                 store.add(float(t), SUCCESS, labels, 5.0 + rate * share * t)
         (value,) = evaluate(zoned.query, store, 120.0).values()
-        # desired = ceil(value / 28) = max(ceil(in flight / 28), ceil(1 + rate / (16/15)), 3)
+        # desired = ceil(value / 28) = max(ceil(in flight / 28), zone branch, 3)
         assert math.ceil(value / zoned.threshold - 1e-9) == replicas
-        if in_flight < 28 * replicas - 28 and rate:  # the zone branch decides: its closed form agrees
-            assert zoned.zone_replicas(rate) == replicas
+        grown = min(rate * 1.25, 8.0)
+
+        def survivors(r: int) -> int:
+            return r - math.ceil(r / 3)
         # The survivors of the worst zone (ceil(R / 3) lost) at 2 req/s each carry the rate and
         # its 25 % growth, up to the ceiling, until replacements are ready.
-        assert (replicas - math.ceil(replicas / 3)) * 2.0 >= min(rate * 1.25, 8.0)
+        assert survivors(replicas) * 2.0 >= grown
+        if in_flight < 28 * replicas - 28 and replicas > 3:  # the zone branch decides: the fewest
+            assert survivors(replicas - 1) * 2.0 < grown
+            assert zoned.zone_replicas(rate) == replicas  # and its closed form agrees
     # One zone: nothing to survive, the plain sum.
     single = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=1),
                          1155, 211, 8.0)
@@ -228,8 +235,9 @@ def test_scaled_object_validates_against_the_keda_crd() -> None:
 
 def test_the_plan_caps_the_zone_branch_at_peak_and_burst_headroom() -> None:
     """Every prod query, run by the simulated Prometheus with a completion rate ten times the
-    peak and nothing in flight, asks for 1 + (peak x (1 + tier burst headroom)) / (q (Z - 1) / Z)
-    replicas, from the plan's own figures: past the ceiling, more load adds nothing."""
+    peak and nothing in flight, asks for the fewest replicas whose survivors of a zone lost carry
+    the peak x (1 + tier burst headroom) at q each, from the plan's own figures: past the
+    ceiling, more load adds nothing."""
     from stacks.naming import MODELS_NAMESPACE
     from tests.conftest import plan_of
 
@@ -248,10 +256,13 @@ def test_the_plan_caps_the_zone_branch_at_peak_and_burst_headroom() -> None:
             store.add(float(t), SUCCESS, labels, 10 * mp.peak_qps * t)
         (value,) = evaluate(mp.autoscaling.query, store, 120.0).values()
         ceiling = mp.peak_qps * (1 + mp.tier_spec.burst_headroom)
-        wanted = 1 + ceiling / (mp.capacity.qps * (zones - 1) / zones)
-        # k and the cap are written with 4 and 2 decimals.
-        assert value / mp.autoscaling.threshold == pytest.approx(wanted, rel=1e-3), mp.model
-        assert mp.autoscaling.zone_replicas(10 * mp.peak_qps) == math.ceil(wanted - 1e-6)
+        survivors = math.ceil(ceiling / mp.capacity.qps)
+        # The fewest replicas that leave that many when the fullest zone, ceil(R / Z), is lost.
+        wanted = next(r for r in range(1, 1000) if r - math.ceil(r / zones) >= survivors)
+        # The query asks for S Z / (Z - 1) replicas' worth; the HPA rounds it up.
+        assert value / mp.autoscaling.threshold == pytest.approx(survivors * zones / (zones - 1)), mp.model
+        assert math.ceil(value / mp.autoscaling.threshold - 1e-9) == wanted, mp.model
+        assert mp.autoscaling.zone_replicas(10 * mp.peak_qps) == wanted
         checked += 1
     assert checked >= 4  # every prod model spans several zones somewhere
 

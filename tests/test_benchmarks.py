@@ -198,10 +198,10 @@ def test_autoscaling_verdicts_follow_the_issue_targets() -> None:
 def _dep_for_warm_start(zones: tuple[str, ...], qps: float, headroom: float, peak: float = 10.0):
 
     mp, dep = _deployment("dev", "llama-1b")
-    # The zone branch's terms as serving.autoscaling sets them: q (Z - 1) / Z, and a ceiling of
-    # the peak and the tier's burst headroom.
+    # The zone branch's terms as serving.autoscaling sets them: a survivor's rate q, the zones,
+    # and a ceiling of the peak and the tier's burst headroom.
     z = len(zones)
-    scaling = replace(mp.autoscaling, zone_rate_qps=qps * (z - 1) / z if z > 1 else None,
+    scaling = replace(mp.autoscaling, survivor_qps=qps if z > 1 else None, zones=z,
                       headroom=headroom, ceiling_qps=peak * (1 + mp.tier_spec.burst_headroom))
     mp = replace(mp, capacity=replace(mp.capacity, qps=qps), headroom=headroom, min_replicas=1,
                  max_replicas=50, peak_qps=peak, autoscaling=scaling)
@@ -219,17 +219,19 @@ def test_autoscaled_policies_start_where_the_plans_query_holds_the_first_minute(
     n = len(arrivals)
     trace = Trace(arrivals, np.full(n, 1000), np.full(n, 100), source="by hand")
     # 2 req/s x (1 + 0.5) = 3 req/s at 1 req/s a replica: 3 replicas; over three zones the zone
-    # branch asks 1 + 3 / (1 x 2/3) = 5.5, so 6.
+    # branch asks for 3 survivors of the worst zone: 5 replicas (2, 2, 1), not 4 (2, 1, 1).
     assert bench.warm_replicas(_dep_for_warm_start(("a",), 1.0, 0.5), trace) == 3
-    assert bench.warm_replicas(_dep_for_warm_start(("a", "b", "c"), 1.0, 0.5), trace) == 6
-    # Two zones: 1 + 3 / (1 x 1/2) = 7.
-    assert bench.warm_replicas(_dep_for_warm_start(("a", "b"), 1.0, 0.5), trace) == 7
+    assert bench.warm_replicas(_dep_for_warm_start(("a", "b", "c"), 1.0, 0.5), trace) == 5
+    # Two zones: 3 survivors of 6 (3, 3).
+    assert bench.warm_replicas(_dep_for_warm_start(("a", "b"), 1.0, 0.5), trace) == 6
     # A stated peak of 2 req/s: the zone branch holds at most the peak and the tier's burst
-    # headroom, 2 x (1 + b), so over three zones 1 + ceil(2 (1 + b) / (2/3)); the in-flight
-    # branch's 3 still holds below it.
+    # headroom, 2 x (1 + b), so S = ceil(2 (1 + b)) survivors, and over three zones the fewest R
+    # with R - ceil(R / 3) >= S (counted here); the in-flight branch's 3 still holds below it.
     low = _dep_for_warm_start(("a", "b", "c"), 1.0, 0.5, peak=2.0)
     b = low.plan.tier_spec.burst_headroom
-    assert bench.warm_replicas(low, trace) == max(3, 1 + math.ceil(2.0 * (1 + b) * 1.5 - 1e-9))
+    survivors = math.ceil(min(3.0, 2.0 * (1 + b)) - 1e-9)
+    fewest = next(r for r in range(1, 50) if r - math.ceil(r / 3) >= survivors)
+    assert bench.warm_replicas(low, trace) == max(3, fewest)
 
 
 def test_zone_loss_sweep_takes_every_moment_and_passes_only_when_each_does(monkeypatch) -> None:

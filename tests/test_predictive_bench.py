@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.autoscaling import RUNNING, SUCCESS, WAITING
+from serving.autoscaling import RUNNING, SUCCESS, WAITING, with_lost_pods, zone_query
 from serving.simulator.promql import Store, evaluate
 from tests import promtool
 from tests.test_benchmarks import _deployment, _load
@@ -33,21 +33,25 @@ def _store(dep, rate_at, until_s: float, in_flight: float = 1.0) -> Store:
 
 
 def test_the_stated_variant_is_the_plans_query_and_the_others_change_only_the_growth() -> None:
-    """Every variant keeps the plan's tail (+ T, the in-flight branch, the floor and the lost-pod
-    term) and asks for its cap at the stated ceiling: k x ceiling, k = T / zone rate (the plan's
-    k carries (1 + h))."""
+    """Built from its load, the stated variant is the plan's query; every variant keeps the
+    plan's tail (the rounding to whole survivors and replicas, the in-flight branch, the floor
+    and the lost-pod term) and its cap at the stated ceiling, in survivors."""
     bench = _load("predictive")
     mp, dep = _deployment("prod", "llama-70b")
     a = mp.autoscaling
     plan_query = a.query
-    assert bench.variant_query(dep, "stated") == plan_query
-    tail = plan_query[plan_query.index(f" + {a.threshold:g}, scalar("):]
+    cap = round(a.ceiling_qps / a.survivor_qps, 3)
+    tail = plan_query[plan_query.index(f", {cap:g})) * 3 / 2 * {a.threshold:g}, scalar("):]
     assert tail.endswith(f" + {a.threshold:g} * ({a.lost})") and "up{" in a.lost
-    k = round(a.threshold / a.zone_rate_qps, 4)
+    stated = bench.variant_load(dep, "stated")
+    assert stated is not None and stated[1] == pytest.approx((1 + a.headroom) / a.survivor_qps)
+    rebuilt = zone_query(a.selector, stated[0], stated[1], a.ceiling_qps / a.survivor_qps, 3, a.threshold)
+    assert with_lost_pods(rebuilt, a.threshold, a.lost, a.min_replicas) == plan_query
+    assert bench.variant_query(dep, "stated") == plan_query
     for variant in bench.VARIANTS[1:]:
         q = bench.variant_query(dep, variant)
-        assert q.startswith("clamp_min(clamp_min(clamp_max(") and q.endswith(tail)
-        assert q.removesuffix(tail).endswith(f" * {k:g}, {round(a.ceiling_qps * k, 2):g})")
+        assert q.startswith("clamp_min(clamp_min(ceil(clamp_max(") and q.endswith(tail)
+        assert q.removesuffix(tail).endswith(f" * {round(1 / a.survivor_qps, 4):g}")
         assert ("predict_linear(" in q) == variant.startswith("predict-")
 
 
@@ -65,15 +69,20 @@ def _replicas(metric: float, threshold: float) -> int:
     return average_value_replicas(metric, threshold, 1)  # from one replica: no tolerance band
 
 
+def _value(query: str, store: Store, t: float) -> float:
+    (value,) = evaluate(query, store, t).values()  # type: ignore[union-attr]
+    return value
+
+
 def test_variants_ask_for_the_replicas_a_hand_calculation_gives() -> None:
     """A completion rate ramping from 6 req/s by 1/500 req/s a second. At t = 1,500 s the 1-minute
     rate reads the samples at 1,455-1,500 s (the window is left-open), so it is the mean rate over
     that span, the rate at its midpoint 22.5 s back: 6 + 1,477.5 / 500 = 8.955. Every 1-minute
     rate in the last 20 minutes lags the same 22.5 s (none reaches the counters' first minute), so
     the line through them is the rate itself shifted, and one cold start C ahead it predicts
-    8.955 + C / 500, under the stated growth's 8.955 (1 + h). The branch is load x k + T with
-    k = T / zone rate (T (1 + h) / zone rate for stated, whose load x (1 + h) is held at the
-    ceiling)."""
+    8.955 + C / 500, under the stated growth's 8.955 (1 + h). The branch reads the load over a
+    survivor's rate q (stated: the load x (1 + h)), rounds it up to whole survivors S and asks for
+    ceil(3 S / 2) replicas."""
     bench = _load("predictive")
     _, dep = _deployment("prod", "llama-70b")
     a = dep.plan.autoscaling
@@ -83,28 +92,24 @@ def test_variants_ask_for_the_replicas_a_hand_calculation_gives() -> None:
     now = 6.0 + 1477.5 / 500.0
     ahead = now + cold / 500.0
     assert now < ahead < now * (1 + a.headroom)  # the prediction sits inside its bounds here
-    k = round(a.threshold / a.zone_rate_qps, 4)
 
-    def metric(variant: str, on: Store = store) -> float:
-        (value,) = evaluate(bench.variant_query(dep, variant), on, t).values()  # type: ignore[union-attr]
-        return value
+    def load_seen(variant: str, on: Store = store) -> float:
+        return _value(bench.variant_survivors(dep, variant), on, t) * a.survivor_qps
 
-    def load_seen(variant: str, on: Store = store, k: float = k) -> float:
-        return (metric(variant, on) - a.threshold) / k
-
-    assert load_seen("none") == pytest.approx(now, rel=1e-9)
-    assert load_seen("predict-10m") == pytest.approx(ahead, rel=1e-9)
-    assert load_seen("predict-20m") == pytest.approx(ahead, rel=1e-9)
-    stated = min(now * (1 + a.headroom), a.ceiling_qps)
-    assert load_seen("stated", k=round(a.threshold * (1 + a.headroom) / a.zone_rate_qps, 4)) == \
-        pytest.approx(stated / (1 + a.headroom), rel=1e-9)
-    # What the HPA asks for on each metric: 1 + load / zone rate, rounded up. By hand with the
-    # 70B's 1.679 req/s a survivor, cold start 752 s and headroom 0.396: 8.955 / 1.679 = 5.33,
-    # 10.459 / 1.679 = 6.23 and 12.505 / 1.679 = 7.45, so 7, 8 and 9.
-    assert [_replicas(metric(v), a.threshold) for v in ("none", "predict-10m", "stated")] == [7, 8, 9]
+    # (the factors are written with 4 decimals: 0.397 for 1 / 2.519, within 2e-4)
+    assert load_seen("none") == pytest.approx(now, rel=3e-4)
+    assert load_seen("predict-10m") == pytest.approx(ahead, rel=3e-4)
+    assert load_seen("predict-20m") == pytest.approx(ahead, rel=3e-4)
+    assert load_seen("stated") == pytest.approx(min(now * (1 + a.headroom), a.ceiling_qps), rel=3e-4)
+    # What the HPA asks for on each metric. By hand with the 70B's 2.519 req/s a replica, cold
+    # start 752 s and headroom 0.396: 8.955 / 2.519 = 3.56, 10.459 / 2.519 = 4.15 and
+    # 12.505 / 2.519 = 4.96 survivors, so 4, 5 and 5, and 6, 8 and 8 replicas (2 + 2 + 2 leave 4;
+    # 3 + 3 + 2 leave 5, where 7 leave 4).
+    assert [_replicas(_value(bench.variant_query(dep, v), store, t), a.threshold)
+            for v in ("none", "predict-10m", "stated")] == [6, 8, 8]
     # A flat rate predicts itself: the prediction adds nothing, where the stated growth would.
     flat = _store(dep, lambda s: 8.0, t)
-    assert load_seen("predict-5m", flat) == pytest.approx(8.0, rel=1e-9)
+    assert load_seen("predict-5m", flat) == pytest.approx(8.0, rel=3e-4)
 
 
 def test_a_prediction_is_held_at_the_stated_growth_and_the_ceiling() -> None:
@@ -119,16 +124,17 @@ def test_a_prediction_is_held_at_the_stated_growth_and_the_ceiling() -> None:
     store = _store(dep, lambda s: 1.0 + s / 60.0, t)
     now = 1.0 + 577.5 / 60.0
     assert now * (1 + a.headroom) > a.ceiling_qps
-    k = round(a.threshold / a.zone_rate_qps, 4)
-    (value,) = evaluate(bench.variant_query(dep, "predict-5m"), store, t).values()  # type: ignore[union-attr]
-    assert (value - a.threshold) / k == pytest.approx(a.ceiling_qps, rel=1e-3)  # the cap rounds k x ceiling
-    (stated,) = evaluate(a.query, store, t).values()  # type: ignore[union-attr]
-    assert _replicas(value, a.threshold) == _replicas(stated, a.threshold) == 1 + math.ceil(
-        a.ceiling_qps / a.zone_rate_qps)
+    # The cap is written with 3 decimals, in survivors.
+    seen = _value(bench.variant_survivors(dep, "predict-5m"), store, t) * a.survivor_qps
+    assert seen == pytest.approx(a.ceiling_qps, rel=1e-3)
+    # The fewest replicas whose survivors of the fullest zone, R - ceil(R / 3), carry the ceiling.
+    fewest = next(r for r in range(1, 100) if (r - math.ceil(r / 3)) * a.survivor_qps >= a.ceiling_qps)
+    assert _replicas(_value(bench.variant_query(dep, "predict-5m"), store, t), a.threshold) == \
+        _replicas(_value(a.query, store, t), a.threshold) == fewest
     # Below the ceiling, the stated growth is the prediction's cap: halve the ramp's level.
     low = _store(dep, lambda s: (1.0 + s / 60.0) / 2, t)
-    (value,) = evaluate(bench.variant_query(dep, "predict-20m"), low, t).values()  # type: ignore[union-attr]
-    assert (value - a.threshold) / k == pytest.approx(now / 2 * (1 + a.headroom), rel=1e-4)
+    seen = _value(bench.variant_survivors(dep, "predict-20m"), low, t) * a.survivor_qps
+    assert seen == pytest.approx(now / 2 * (1 + a.headroom), rel=3e-4)
 
 
 def test_a_scale_down_variant_changes_only_the_window_the_hpa_reads() -> None:

@@ -123,6 +123,8 @@ def test_replacements_with_no_free_slot_stay_pending_on_eks(
     item = _item(doc, "zone loss")
     assert item["figures"]["pending_replicas"] == pending
     assert ("list it in the region's zones_down" in item["detail"]) == bool(pending)
+    # min = max: no replica is removed, so no slot frees for a Pending one
+    assert item["figures"]["bound_later"] == 0 and "bound later" not in item["detail"]
 
 
 def test_a_zone_lost_less_than_a_cold_start_before_the_trace_ends_says_its_window_is_cut(

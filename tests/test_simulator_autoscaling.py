@@ -313,3 +313,47 @@ def test_the_autoscaler_reads_at_its_offset_after_each_scrape() -> None:
         assert [t for t, *_ in auto.history][:3] == [offset, offset + interval, offset + 2 * interval]
     with pytest.raises(ValueError, match="autoscale_offset_s"):
         replace(dep, autoscale_offset_s=interval).sim_config()
+
+
+def test_the_autoscalers_phase_does_not_end_a_run() -> None:
+    """A run without `end_s` ends at the first scrape or sample once every request is done; an
+    autoscaler's read in between is not an end, so the run lasts as long and samples as often
+    whatever the autoscaler's phase. One short request at 5.5 s is done well before 7.5 s, where
+    a 7.5 s offset reads, and the next sample is at 10 s."""
+    from dataclasses import replace
+
+    from serving.simulator import Trace, simulate
+    from tests.test_benchmarks import _deployment
+
+    _, dep = _deployment("prod", "llama-8b")
+    trace = Trace([5.5], [100], [5])
+    ends = []
+    for offset in (0.0, 7.5):
+        shifted = replace(dep, autoscale_offset_s=offset)
+        res = simulate(trace, shifted.sim_config(), autoscaler=shifted.autoscaler())
+        ends.append((res.end_s, len(res.series["t"])))
+    assert ends[0] == ends[1] and ends[0][0] == 10.0
+    assert res.ok.all() and res.e2e_s[0] < 2.0
+
+
+def test_an_autoscaler_that_asks_the_pods_ignores_the_scrape_offset() -> None:
+    """The KPA reads the pods' concurrency itself, so an offset meant for Prometheus's readers
+    changes none of its decisions: it decides every 2 s from 0 either way, on the same run."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from serving.simulator import KnativeKpa, poisson, simulate
+    from tests.test_benchmarks import _deployment
+
+    _, dep = _deployment("prod", "llama-8b")
+    trace = poisson(40.0, 120.0, (1155, 211), seed=3)
+    runs = []
+    for offset in (0.0, 7.5):
+        kpa = KnativeKpa(min_replicas=2, max_replicas=20, target_concurrency=10)
+        res = simulate(trace, replace(dep, autoscale_offset_s=offset).sim_config(end_s=120.0),
+                       autoscaler=kpa)
+        runs.append((res.scale_events, res.ttft_s))
+    assert runs[0][0], "the load makes the KPA scale"
+    assert runs[0][0] == runs[1][0]
+    assert np.array_equal(runs[0][1], runs[1][1], equal_nan=True)

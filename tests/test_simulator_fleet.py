@@ -272,6 +272,7 @@ def test_a_simulation_cuts_the_generations_a_drain_limit_outlasts():
     class Down:
         interval_s = 10.0
         min_replicas = 1
+        reads_scrapes = False
 
         def decide(self, now, view):
             return 3 if now < 10.0 else 1

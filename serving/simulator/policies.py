@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -66,6 +66,9 @@ class Autoscaler(Protocol):
     interval_s: float
     min_replicas: int
     max_replicas: int
+    # Whether it decides on Prometheus's scrapes (so reads them `SimConfig.autoscale_offset_s`
+    # late) rather than on the pods' state at its own instant.
+    reads_scrapes: bool
 
     def decide(self, now: float, view: FleetView) -> int: ...
 
@@ -92,6 +95,8 @@ FALLBACK_BEHAVIORS = ("static", "currentReplicas", "currentReplicasIfHigher", "c
 
 class KedaAutoscaler(HpaDriven):
     """A KEDA ScaledObject with one prometheus trigger, run as KEDA and the HPA would."""
+
+    reads_scrapes = True
 
     def __init__(self, spec: dict[str, Any], hpa_sync_s: float = SYNC_PERIOD_S) -> None:
         if not isinstance(spec, dict):
@@ -183,6 +188,7 @@ class KedaAutoscaler(HpaDriven):
 
 @dataclass
 class StaticPolicy:
+    reads_scrapes: ClassVar[bool] = False  # never decides
     replicas: int
     interval_s: float = math.inf
 
@@ -204,6 +210,7 @@ class StaticPolicy:
 
 @dataclass
 class GpuUtilizationHpa(HpaDriven):
+    reads_scrapes: ClassVar[bool] = False  # the pods' utilisation at its instant
     min_replicas: int
     max_replicas: int
     target_utilization: float = 0.7  # share of time busy, as the HPA's averageUtilization / 100
@@ -238,6 +245,7 @@ class GpuUtilizationHpa(HpaDriven):
 
 @dataclass
 class KnativeKpa:
+    reads_scrapes: ClassVar[bool] = False  # the pods' concurrency at its instant
     min_replicas: int
     max_replicas: int
     target_concurrency: float  # in-flight requests a pod is meant to hold
@@ -305,6 +313,7 @@ class Clairvoyant:
     `zones` > 1, times Z / (Z - 1), so the survivors of one lost zone still carry it. It reacts to
     nothing it observes: what it spends is what a policy with this sizing and cold start needs
     when it has no lag of its own."""
+    reads_scrapes: ClassVar[bool] = False  # the trace itself
 
     min_replicas: int
     max_replicas: int

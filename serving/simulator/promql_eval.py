@@ -162,8 +162,9 @@ def _function(name: str, args: list[Node], query: str) -> Node:
             return math.nan if math.isnan(v) or math.isnan(s) else bound(v, s)
         return lambda ev: {lab: pick(v, _as_scalar(s_node(ev), name))
                            for lab, v in _as_vector(v_node(ev), name).items()}
-    if name == "abs" and len(args) == 1:
-        return lambda ev: {lab: abs(v) for lab, v in _as_vector(args[0](ev), name).items()}
+    if name in _ELEMENTWISE and len(args) == 1:
+        fn = _ELEMENTWISE[name]
+        return lambda ev: {lab: fn(v) for lab, v in _as_vector(args[0](ev), name).items()}
     if name == "scalar" and len(args) == 1:
         def scalar(ev: Evaluator) -> float:
             vec = _as_vector(args[0](ev), name)
@@ -307,6 +308,17 @@ def _binary(op: str, left: Node, right: Node) -> Node:
 
 
 COMPARISONS = ("==", "!=", ">=", "<=", ">", "<")
+
+
+def _go_round(fn: Callable[[float], int]) -> Callable[[float], float]:
+    """Go's math.Ceil/Floor, which Prometheus's ceil() and floor() call: NaN and the infinities
+    are their own result (Python's raise)."""
+    return lambda v: v if not math.isfinite(v) else float(fn(v))
+
+
+# Functions of one instant vector, applied to each sample.
+_ELEMENTWISE: dict[str, Callable[[float], float]] = {
+    "abs": abs, "ceil": _go_round(math.ceil), "floor": _go_round(math.floor)}
 
 
 def _compares(op: str, a: float, b: float) -> bool:

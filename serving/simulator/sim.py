@@ -5,7 +5,8 @@ Events at the same instant run in this order: engine step ends, replicas becomin
 failures (and the router learning of one, and a lost node's pods being deleted), node clean-up,
 arrivals, scrapes (and a lost pod's scrape timing out), autoscaler decisions, time-series
 samples. So a scrape sees the steps that ended at its instant, and an autoscaler sees the scrape
-of its instant (or, with `autoscale_offset_s`, the last scrape before it).
+of its instant (or, with `autoscale_offset_s`, the last scrape before it, for an autoscaler that
+`reads_scrapes`).
 
 Requests that arrive while no replica is ready, or within the endpoint picker's stall after a
 zone loss (`Failover.picker_stall_s`), fail at once (the gateway answers 503); a prompt
@@ -253,7 +254,10 @@ class Simulation:
         n = len(arrivals)
         self._schedule(0.0, "scrape", None)
         if math.isfinite(self.autoscaler.interval_s):
-            self._schedule(cfg.autoscale_offset_s, "autoscale", None)
+            # Only an autoscaler that reads Prometheus reads it late; one that asks the pods
+            # reads them as they are, whatever its phase.
+            offset = cfg.autoscale_offset_s if self.autoscaler.reads_scrapes else 0.0
+            self._schedule(offset, "autoscale", None)
         self._schedule(0.0, "sample", None)
         for failure in cfg.zone_failures:
             self._schedule(failure.at_s, "zone", failure.zone)
@@ -342,8 +346,7 @@ class Simulation:
         gpus_per_slot = self.cfg.fleet.gpus_per_node / self.cfg.fleet.slots_per_node
         node_hours = sum(((nd.gone_s if nd.gone_s is not None else end) - nd.created_s)
                          for nd in fleet.nodes) * self.cfg.fleet.gpus_per_node / 3600
-        replica_hours = sum(((r.gone_s if r.gone_s is not None else end) - r.placed_s)
-                            for r in fleet.replicas if r.scheduled) * gpus_per_slot / 3600
+        replica_hours = fleet.slot_seconds(end) * gpus_per_slot / 3600
         starts = [ReplicaStart(r.rid, r.zone, r.created_s, r.ready_s, r.warm) for r in fleet.replicas
                   if r.state != STARTING and r.ready_s <= (r.gone_s if r.gone_s is not None else end)]
         return SimResult(
@@ -357,7 +360,7 @@ class Simulation:
                    "zones_lost": list(self._zones_lost),
                    # Replicas that waited for a node no autoscaler launches
                    # (Failover.new_nodes_while_down), whether or not a scale-in removed them later.
-                   "unscheduled": fleet.unscheduled,
+                   "unscheduled": fleet.unscheduled, "bound_later": fleet.bound,
                    "drain_cut": fleet.drain_cut,
                    "packed_node_gpu_hours":
                        fleet.packed_node_seconds(end) * self.cfg.fleet.gpus_per_node / 3600},
