@@ -410,6 +410,12 @@ def _line(r: dict[str, Any]) -> str:
             f"{reps['min']:>5}/{reps['mean']:>5.2f}/{reps['max']:<4} {tts['count']:>9} {ready:>8}")
 
 
+def out_path(offset_s: float) -> Path:
+    """Where a run writes by default: the freshest read's is the published table, a lagged
+    read's goes beside it, never over it."""
+    return OUT if offset_s == 0 else OUT.with_name(f"autoscaling_offset{offset_s:g}s.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default="prod")
@@ -426,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--autoscale-offset: from 0 to under the scrape interval ({POLLING_INTERVAL_S} s), "
                  f"got {offset:g}")
     if args.out is None:
-        args.out = OUT if offset == 0 else OUT.with_name(f"autoscaling_offset{offset:g}s.json")
+        args.out = out_path(offset)
     if args.plot is None and offset == 0:
         args.plot = PLOT
     config = load(args.stack)

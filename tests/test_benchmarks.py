@@ -87,6 +87,21 @@ def test_autoscaling_benchmark_runs_every_policy_on_a_short_trace() -> None:
     assert "advanced" not in spec and "fallback" not in spec
 
 
+def test_a_read_offset_outside_one_scrape_interval_is_refused_and_lands_beside_the_table(capsys) -> None:
+    """The HPA reads within a scrape interval (15 s) of the last scrape: 15 s or a negative
+    offset is refused with exit status 2 before anything is planned; an offset's results never
+    overwrite the freshest read's table."""
+    bench = _load("autoscaling")
+    for bad in ("15", "-1"):
+        with pytest.raises(SystemExit) as stop:
+            bench.main(["--autoscale-offset", bad])
+        assert stop.value.code == 2
+        assert "--autoscale-offset: from 0 to under the scrape interval (15 s)" in capsys.readouterr().err
+    assert bench.out_path(0.0) == bench.OUT
+    assert bench.out_path(7.5).name == "autoscaling_offset7.5s.json"
+    assert bench.out_path(14.0).parent == bench.OUT.parent
+
+
 def test_capacity_check_runs_one_replica_at_the_claimed_rate() -> None:
     from tests.conftest import plan_of
 

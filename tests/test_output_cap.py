@@ -151,6 +151,23 @@ def test_a_predictor_without_the_cap_is_found() -> None:
     assert "no `max_new_tokens`" in message and "served context" in message
 
 
+@pytest.mark.parametrize("override", ['{"max_new_tokens": 600', '["max_new_tokens", 600]',
+                                      '{"max_new_tokens": "six hundred"}', '{"temperature": 0}'])
+def test_a_cap_the_check_cannot_read_is_no_cap(override: str) -> None:
+    """An override that is no JSON, no object, a cap that is no number or no cap at all gives
+    the check nothing it can vouch for: the predictor is reported as uncapped, not passed."""
+    record = record_of("prod")
+    svc = _svc(record, "gcp")
+
+    def garble(inputs: dict) -> None:
+        model = inputs["spec"]["predictor"]["model"]
+        model["args"] = [a if not a.startswith("--override-generation-config=")
+                         else f"--override-generation-config={override}" for a in model["args"]]
+
+    (message,) = _drain_errors(_with(record, _edited(svc, garble)), svc.urn)
+    assert "no `max_new_tokens`" in message
+
+
 @pytest.mark.parametrize(("tokens", "cut"), [(5850, False), (5851, True), (5880, True)])
 def test_a_hook_shorter_than_the_longest_response_is_found(tokens: int, cut: bool) -> None:
     """A standard-tier predictor's hook waits 587 s after its 5 s settle (600 s grace less the
@@ -203,6 +220,12 @@ def test_a_node_autoscaler_that_waits_less_than_the_grace_period_is_found() -> N
     (message,) = _drain_errors(profiled, svc.urn)
     assert "600 s grace period is longer than the 300 s the node autoscaler waits" in message
     assert "maxGracefulTerminationSec" in message
+    # A value that is no number is not read: the wait is not checked, and the check says why.
+    garbled = _with(record, _edited(aks, lambda i: i.setdefault("autoScalerProfile", {}).update(
+        {"maxGracefulTerminationSec": "ten minutes"})))
+    (message,) = _drain_errors(garbled, svc.urn)
+    assert "the node autoscaler's wait was not checked" in message
+    assert "maxGracefulTerminationSec 'ten minutes' is no number" in message
     # GKE: the cluster autoscaler's 600 s, which a 601 s grace period passes.
     svc = _svc(record, "gcp")
     assert _drain_errors(record, svc.urn) == []

@@ -69,6 +69,18 @@ def test_a_two_segment_pattern_misses_a_long_models_cut_names() -> None:
     assert f"misses {deployment}'s pod {deployment}-4-tvwxz" in problem
 
 
+def test_a_pattern_re2_refuses_is_reported_not_skipped() -> None:
+    """Prometheus compiles `=~` with Go's RE2, which has no backreferences or lookarounds: a
+    rule written with one fails to load, so the check says so instead of passing it."""
+    record = Record("s", [_isvc("llama-8b")])
+    deployment = predictor_name("llama-8b")
+    for bad in (f"{deployment}-(?=x).+", f"({deployment})-\\1"):
+        query = f'kube_pod_created{{namespace="{NS}",pod=~"{bad}"}}'
+        (problem,) = pattern_problems(record, None, query, "its rule R")
+        said = f'its rule R selects kube_pod_created{{pod=~"{bad}"}}'
+        assert problem.startswith(f"{said}, which is no RE2 pattern (")
+
+
 def test_no_model_s_pattern_matches_another_model_s_pods() -> None:
     """A model, and another named after its predictor (`<model>-predictor`, both valid names):
     cut to 58 characters, the other's pods read `<model>-predictor-predictor<hash><suffix>`, two

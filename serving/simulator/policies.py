@@ -210,7 +210,9 @@ class StaticPolicy:
 
 @dataclass
 class GpuUtilizationHpa(HpaDriven):
-    reads_scrapes: ClassVar[bool] = False  # the pods' utilisation at its instant
+    # As simulated it reads the engines at its instant; a cluster's would read DCGM's exporter
+    # through Prometheus, late as KEDA does (not modelled).
+    reads_scrapes: ClassVar[bool] = False
     min_replicas: int
     max_replicas: int
     target_utilization: float = 0.7  # share of time busy, as the HPA's averageUtilization / 100
