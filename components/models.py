@@ -142,4 +142,17 @@ class ModelDeployment(pulumi.ComponentResource):
                                         depends_on=[*needs, *self._after]))
 
 
-__all__ = ["NEEDS", "ModelDeployment", "prometheus_address", "targets"]
+def models_watch(name: str, cluster: ClusterFacts, releases: Mapping[ChartKey, pulumi.Resource],
+                 after: Sequence[pulumi.Resource] = (),
+                 opts: pulumi.ResourceOptions | None = None) -> k8s.apiextensions.CustomResource:
+    """The cluster's one kube-state-metrics page for the models' namespace (after `after`, the
+    namespace), once the operator that loads it is installed."""
+    body = dep.models_watch_rule(MODELS_NAMESPACE)
+    needs = [releases[k] for k in NEEDS[body["kind"]]]
+    return k8s.apiextensions.CustomResource(
+        name, api_version=body["apiVersion"], kind=body["kind"], metadata=body["metadata"],
+        spec=body["spec"], opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            provider=cluster.provider, depends_on=[*needs, *after])))
+
+
+__all__ = ["NEEDS", "ModelDeployment", "models_watch", "prometheus_address", "targets"]

@@ -24,7 +24,7 @@ from components.gcp.identity import GcpModelIdentity
 from components.gcp.registries import GcpRegistries
 from components.kit import CloudKit
 from components.logs import RequestLogs
-from components.models import ModelDeployment
+from components.models import ModelDeployment, models_watch
 from components.namespaces import MODELS_NAMESPACE, SYSTEM_NAMESPACE, ClusterNamespaces
 from serving.alert_routes import cluster_webhooks
 from serving.hardware import Cloud
@@ -115,6 +115,9 @@ class Platform(pulumi.ComponentResource):
                                 addons.releases, models_ns, opts=on_cluster,
                                 store=stores[region.name], digests=plan.spec.registries.digests,
                                 log_requests_to=logs.release if plan.posture.request_logs else None)
+            if region.models:
+                models_watch(f"{region.cluster}-models-watch", cluster.facts, addons.releases, models_ns,
+                             opts=on_cluster)
             # The front door last: its pools select the model servers deployed above.
             Gateway(f"{region.cluster}-gateway", cluster.facts, plan.posture, plan.spec.tenants,
                     self.tenant_keys, [m.model for m in region.models], addons.releases,

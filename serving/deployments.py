@@ -29,7 +29,7 @@ from serving.models import Quantization
 from serving.profiles import SliceKind
 from serving.sharing import Sharing
 from serving.slices import SharingMode
-from serving.slo_rules import prometheus_rule, rule_notes
+from serving.slo_rules import prometheus_rule, rule_notes, watch_rule
 from serving.tiers import TierSpec
 
 INFERENCE_SERVICE = ("serving.kserve.io/v1beta1", "InferenceService")
@@ -319,6 +319,15 @@ def slo_rule(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
                            overdue=overdue(plan))
 
 
+WATCH_RULE = "rtip-models-watched"
+
+
+def models_watch_rule(namespace: str) -> dict[str, Any]:
+    """The cluster's one page for kube-state-metrics no longer exporting the models' pods
+    (serving/slo_rules.py `watch_rule`)."""
+    return watch_rule(namespace, {"name": WATCH_RULE, "namespace": namespace, "labels": dict(MANAGED)})
+
+
 def local_model_cache(plan: ModelRegionPlan, pool: PoolTarget) -> dict[str, Any]:
     """The model's weights on the pool's NVMe (LocalModelNodeGroup named after the pool)."""
     api_version, kind = LOCAL_MODEL_CACHE
@@ -363,9 +372,10 @@ def model_manifests(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterTar
 
 __all__ = ["AUTOSCALER_CLASS", "CLOUD_POD_LABELS", "CLUSTER_SERVING_RUNTIME", "DEPLOYMENT_MODE",
            "INFERENCE_SERVICE", "LOCAL_MODEL_CACHE", "MIG_PARTITION_LABEL", "MODEL_LABEL",
-           "POD_MONITOR", "RUNS_AS_ROOT", "RUNTIME_IMAGE", "SCALED_OBJECT", "ClusterTarget", "ModelManifests",
+           "POD_MONITOR", "RUNS_AS_ROOT", "RUNTIME_IMAGE", "SCALED_OBJECT", "WATCH_RULE", "ClusterTarget",
+           "ModelManifests",
            "ModelRegionPlan",
            "PoolTarget", "cluster_serving_runtime", "inference_service", "local_model_cache",
-           "model_manifests", "overdue", "pod_disruption_budget", "pod_monitor", "pod_monitor_spec",
-           "predictor_deployment",
+           "model_manifests", "models_watch_rule", "overdue", "pod_disruption_budget", "pod_monitor",
+           "pod_monitor_spec", "predictor_deployment",
            "runtime_image", "runtime_name", "scaled_object", "slo_rule"]

@@ -190,13 +190,21 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
     if overdue is not None:
         alerts.append(overdue_rule(model, namespace, *overdue, series))
         alerts.append(replica_failure_rule(model, namespace, overdue[0], series))
-        alerts.append(absent_rule(
-            UNWATCHED_ALERT, f"{POD_CREATED}{{{_pods(namespace, overdue[0])}}}", series,
-            f"{model}'s pods are not watched",
-            f"kube-state-metrics has exported no pod of {model} for {ABSENT_FOR}: {OVERDUE_ALERT} and "
-            f"{BLIND_ALERT} cannot fire. Check the kube-state-metrics Deployment (one replica) and "
-            f"its scrape."))
     return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
+
+
+def watch_rule(namespace: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The PrometheusRule of one page a cluster for kube-state-metrics gone from the models'
+    `namespace`: without its pod series every model's `OVERDUE_ALERT` and `BLIND_ALERT` stay
+    silent. One rule for the namespace, not one a model: the exporter runs one replica, so its
+    loss takes every model's series at once, and a rule a model paged once for each (four pages
+    for one outage in prod). A model whose own pods alone are gone is `ABSENT_ALERT`'s."""
+    return rule_body(metadata, "models-watched", [absent_rule(
+        UNWATCHED_ALERT, f'{POD_CREATED}{{namespace="{namespace}"}}', {},
+        f"the pods of {namespace} are not watched",
+        f"kube-state-metrics has exported no pod of namespace {namespace} for {ABSENT_FOR}: no model's "
+        f"{OVERDUE_ALERT} or {BLIND_ALERT} can fire. Check the kube-state-metrics Deployment (one "
+        f"replica) and its scrape.")])
 
 
 def query_failing_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -311,4 +319,4 @@ __all__ = ["ABSENT_ALERT", "ABSENT_FOR", "ABSENT_SEEN", "ALERT", "BLIND_ALERT", 
            "SCALED_OBJECT_ERRORS", "UNWATCHED_ALERT", "BurnAlert", "UnmeasurableTarget",
            "alerts_that_can_fire", "blind_rule", "bound", "bounds", "error_ratio", "keda_hpa",
            "min_requests", "overdue_expr", "overdue_rule", "prometheus_rule", "query_failing_rule",
-           "replica_failure_rule", "requests_in", "rule_notes", "threshold", "windows"]
+           "replica_failure_rule", "requests_in", "rule_notes", "threshold", "watch_rule", "windows"]

@@ -32,6 +32,7 @@ from serving.slo_rules import (
     overdue_rule,
     prometheus_rule,
     replica_failure_rule,
+    watch_rule,
 )
 from serving.tiers import TIERS
 from stacks.slo_alerts import first_fired_s
@@ -202,27 +203,48 @@ def test_a_rule_without_the_deployment_has_no_page() -> None:
 
 
 def test_kube_state_metrics_gone_pages_after_ten_minutes(tmp_path: Path) -> None:
-    """Without kube-state-metrics the overdue page cannot fire, so its series' absence pages:
-    the model's pods exported to minute 20, then nothing (the exporter gone): absent from 20,
-    firing at 30 (ABSENT_FOR); a restart that is back within 6 minutes pages no one; nor does
-    another model's pods going."""
-    rule = prometheus_rule("m", NS, TIERS["interactive"], {"name": "m-slo", "namespace": NS},
-                           overdue=("m-predictor", OVERDUE_S))
-    (page,) = [a for g in rule["spec"]["groups"] for a in g["rules"] if a.get("alert") == UNWATCHED_ALERT]
-    # absent() keeps the selector's equality matchers as labels: the namespace.
-    firing = [{"exp_labels": {"severity": "page", **LABELS, "namespace": NS},
-               "exp_annotations": page["annotations"]}]
+    """Without kube-state-metrics no overdue page can fire, so the absence of its pod series in
+    the models' namespace pages, once for the cluster: two models' pods exported to minute 20,
+    then nothing (the exporter gone): absent from 20, firing at 30 (ABSENT_FOR), one alert; a
+    restart that is back within 6 minutes pages no one; nor does one model's pods going while
+    another's are still exported (its metrics' own absence is another page's)."""
+    rule = watch_rule(NS, {"name": "w", "namespace": NS})
+    (page,) = rule["spec"]["groups"][0]["rules"]
+    assert page["alert"] == UNWATCHED_ALERT
+    # absent() keeps the selector's equality matchers as labels: the namespace, and no model.
+    firing = [{"exp_labels": {"severity": "page", "namespace": NS}, "exp_annotations": page["annotations"]}]
 
-    def case(values: str, expected: list[tuple[str, list]], pod: str = "m-predictor-7d9f8-bvc24") -> dict:
-        series = f'kube_pod_created{{namespace="{NS}",pod="{pod}",uid="u1"}}'
-        return {"interval": "1m", "input_series": [{"series": series, "values": values}],
+    def case(values: dict[str, str], expected: list[tuple[str, list]]) -> dict:
+        return {"interval": "1m",
+                "input_series": [{"series": f'kube_pod_created{{namespace="{NS}",pod="{pod}",uid="u-{pod}"}}',
+                                  "values": v} for pod, v in values.items()],
                 "alert_rule_test": [{"eval_time": t, "alertname": UNWATCHED_ALERT, "exp_alerts": fired}
                                     for t, fired in expected]}
-    tests = [case("0x19 stale", [("19m", []), ("29m", []), ("30m", firing), ("40m", firing)]),
-             case("0x19 stale _x5 0x20", [(t, []) for t in ("25m", "30m", "40m")]),
-             case("0x19 stale", [(t, []) for t in ("30m", "40m")], pod="other-predictor-7d9f8-bvc24")]
-    done = promtool.run_rule_tests([{"name": "m", "rules": [page]}], tests, tmp_path)
+    both = ("m-predictor-7d9f8-bvc24", "n-predictor-5c6b7-xz2k4")
+    tests = [case(dict.fromkeys(both, "0x19 stale"),
+                  [("19m", []), ("29m", []), ("30m", firing), ("40m", firing)]),
+             case(dict.fromkeys(both, "0x19 stale _x5 0x20"), [(t, []) for t in ("25m", "30m", "40m")]),
+             case({both[0]: "0x19 stale", both[1]: "0x40"}, [(t, []) for t in ("30m", "40m")])]
+    done = promtool.run_rule_tests([{"name": "w", "rules": [page]}], tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_one_rule_a_cluster_watches_the_models_pods() -> None:
+    """prod: one watch rule on each cluster that serves models, in the models' namespace, and no
+    model's own rule repeats it."""
+    from rtip.deploycheck.graph import cluster_of
+    from serving.deployments import WATCH_RULE
+
+    record = record_of("prod")
+    rules = [r for r in record.resources if r.inputs.get("kind") == "PrometheusRule"]
+    watches = [r for r in rules if r.inputs["metadata"]["name"] == WATCH_RULE]
+    serving = {cluster_of(record, r).urn for r in record.resources
+               if r.inputs.get("kind") == "InferenceService"}
+    assert sorted(cluster_of(record, w).urn for w in watches) == sorted(serving)
+    assert all(w.inputs["metadata"]["namespace"] == NS for w in watches)
+    named = [a.get("alert") for r in rules if r not in watches
+             for g in r.inputs["spec"]["groups"] for a in g["rules"]]
+    assert UNWATCHED_ALERT not in named and named.count(OVERDUE_ALERT) >= len(serving)
 
 
 def test_pods_that_cannot_be_created_page_after_five_minutes(tmp_path: Path) -> None:
