@@ -40,7 +40,6 @@ from serving.autoscaling import SCRAPE_TIMEOUT_S
 from serving.deployments import pod_monitor_spec, predictor_deployment
 from serving.drain import drain_limit_s
 from serving.failover import predictor_failover
-from serving.hardware import Cloud
 from serving.karpenter import consolidate_after_s
 from serving.models import CATALOG
 from serving.nodescaling import NODE_AUTOSCALER
@@ -64,19 +63,15 @@ from stacks.plan import Plan, PlannedPool
 
 # The Prometheus address only labels the trigger; the simulated store answers any address.
 PROMETHEUS = "http://prometheus.simulated:9090"
-# GKE and AKS node pools scale with the cluster autoscaler, whose `scale-down-unneeded-time` the
-# toolkit leaves at its default of 10 min (AKS autoscaler profile reference: '10m', and the
-# upstream cluster-autoscaler flag's default; GKE publishes no figure for its balanced profile,
-# so the upstream default stands in there); EKS uses Karpenter's consolidateAfter as emitted.
-CLUSTER_AUTOSCALER_UNNEEDED_S = 600.0
-
-
 def empty_node_ttl_s(plan: Plan, mp: ModelRegionPlan) -> float:
-    """How long the node autoscaler keeps an empty node of `mp`'s pool, as the cluster is built."""
+    """How long the node autoscaler keeps an empty node of `mp`'s pool, as the cluster is built:
+    Karpenter's `consolidateAfter` as emitted on EKS, the cluster autoscaler's unneeded time as
+    AKS's profile states it and as GKE's stated profile keeps it (serving/nodescaling.py)."""
     region = plan.region(mp.region)
-    if region.cloud is Cloud.AWS:
+    wait = NODE_AUTOSCALER[region.cloud].empty_node_s
+    if wait is None:
         return float(consolidate_after_s(region.pool_cold_start_s(mp.pool)))
-    return CLUSTER_AUTOSCALER_UNNEEDED_S
+    return wait
 
 
 class SimulationInputError(ValueError):

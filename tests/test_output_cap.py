@@ -201,7 +201,7 @@ def test_every_aks_cluster_states_the_autoscaler_wait_the_drain_fits() -> None:
     clusters = [r for r in record.resources if r.type == "azure-native:containerservice:ManagedCluster"]
     assert clusters
     for aks in clusters:
-        assert aks.inputs["autoScalerProfile"] == {"maxGracefulTerminationSec": "600"}
+        assert aks.inputs["autoScalerProfile"]["maxGracefulTerminationSec"] == "600"
     svc = _svc(record, "azure")
     assert svc.inputs["spec"]["predictor"]["terminationGracePeriodSeconds"] <= 600
     assert _drain_errors(record, svc.urn) == []

@@ -39,6 +39,18 @@ def _aks_pod_grace_limit_s() -> float:
 
 AKS_POD_GRACE_LIMIT_S = _aks_pod_grace_limit_s()
 
+
+def _aks_unneeded_time() -> str:
+    """The row's empty-node wait as AKS's profile writes it: whole minutes ('10m')."""
+    wait = NODE_AUTOSCALER[Cloud.AZURE].empty_node_s
+    if wait is None or wait % 60:
+        raise RuntimeError(f"serving/nodescaling.py: the AKS row's empty_node_s ({wait}) is no whole "
+                           "number of minutes, the only unit AKS's scale-down-unneeded-time takes")
+    return f"{wait / 60:g}m"
+
+
+AKS_SCALE_DOWN_UNNEEDED_TIME = _aks_unneeded_time()
+
 # Built-in role "Network Contributor" (the same GUID in every tenant).
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
 # The application ID of the AKS AAD server app, the audience of every Entra ID token AKS accepts
@@ -247,9 +259,11 @@ class AzureCluster(KubernetesCluster):
             # The cluster autoscaler's wait for the pods of a node it removes, stated instead of
             # left to the default (AKS documents 600 s): each model's preStop drain and grace
             # period are sized to fit it (serving/drain.py NODE_DRAIN_LIMIT_S), and the deploy
-            # check reads it back. The profile's other settings keep AKS's defaults.
+            # check reads it back. And how long an unneeded node stays (AKS's default '10m'),
+            # which the simulator bills as the plan's GPU time. The others keep AKS's defaults.
             auto_scaler_profile=aks.ManagedClusterPropertiesAutoScalerProfileArgs(
-                max_graceful_termination_sec=f"{AKS_POD_GRACE_LIMIT_S:g}"),
+                max_graceful_termination_sec=f"{AKS_POD_GRACE_LIMIT_S:g}",
+                scale_down_unneeded_time=AKS_SCALE_DOWN_UNNEEDED_TIME),
             agent_pool_profiles=[system_pool_profile(
                 self.system_machine_type, system.min_nodes, system.max_nodes,
                 region.zones, self.kubernetes_version, self.network.node_subnet_id,
