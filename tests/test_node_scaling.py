@@ -36,9 +36,9 @@ def test_every_cluster_states_how_long_an_unneeded_node_stays() -> None:
 
 
 def test_the_simulator_keeps_an_empty_node_as_its_cluster_does() -> None:
-    """Every prod model's simulated fleet, in each of its regions, keeps an empty node for the cluster autoscaler's 10
-    minutes on AKS and GKE, and on EKS for the consolidateAfter that the NodePool of its pool
-    states in the record."""
+    """Every prod model's simulated fleet, in each of its regions, keeps an empty node for the
+    cluster autoscaler's 10 minutes on AKS and GKE, and on EKS for the consolidateAfter that the
+    NodePool of its pool states in the record."""
     plan, record = plan_of("prod"), record_of("prod")
     nodepools = record.by_type("kubernetes:karpenter.sh/v1:NodePool")
     checked = {"aws": 0, "azure": 0, "gcp": 0}

@@ -102,6 +102,26 @@ def test_no_model_s_pattern_matches_another_model_s_pods() -> None:
     assert f"{predictor_name(other)}'s pod {predictor_name(other)}-" in problem
 
 
+def test_the_pickers_an_inferencepool_release_renders_are_asked_too() -> None:
+    """prod's record: each model's inferencepool release renders its endpoint picker
+    `<model>-epp` in the models' namespace, so a pattern of any lowercase letters after the
+    model's name takes the picker's pods as well as the predictor's, and is reported; the pages'
+    own patterns pass (the name alphabet has no vowel, so `epp` never passes for a hash)."""
+    from rtip.deploycheck.graph import cluster_of
+    from rtip.deploycheck.pod_names import deployments
+    from tests.conftest import record_of
+
+    record = record_of("prod")
+    isvc = next(r for r in record.resources if r.inputs.get("kind") == "InferenceService")
+    model, cluster = isvc.inputs["metadata"]["name"], cluster_of(record, isvc)
+    assert {f"{model}-epp", predictor_name(model)} <= set(deployments(record, cluster, NS))
+    loose = f'kube_pod_created{{namespace="{NS}",pod=~"{model}-[a-z0-9]+-[a-z0-9]+(-[a-z0-9]+)?"}}'
+    (problem,) = pattern_problems(record, cluster, loose, "its rule R")
+    assert "matches the pods of more than one Deployment" in problem and f"{model}-epp's pod" in problem
+    page = overdue_expr(NS, predictor_name(model), 600)
+    assert list(pattern_problems(record, cluster, page, "its rule")) == []
+
+
 def test_the_simulators_pods_are_named_as_kubernetes_names_them() -> None:
     """The simulator's pods carry a template hash and a 5-character suffix of the alphabet, so
     the pages select them as they would a cluster's: distinct for every replica."""

@@ -25,9 +25,11 @@ from collections.abc import Iterator
 
 import re2
 
-from rtip.deploycheck.graph import ApiKind, api_kind, in_namespace, object_name
+from rtip.deploycheck.graph import HELM_RELEASE, ApiKind, api_kind, cluster_of, in_namespace, object_name
 from rtip.deploycheck.promql_text import matchers
 from rtip.offline import Record, Resource
+from serving.charts import CHARTS, ChartKey
+from serving.gateway_charts import picker_name
 from serving.kube_names import HASH_CHARS, MAX_NAME, NAME_ALPHABET, SUFFIX, predictor_name
 
 MAX_HASH = 10  # digits of a uint32 in decimal
@@ -48,14 +50,19 @@ def generated_pod_names(deployment: str) -> list[str]:
 
 
 def deployments(record: Record, cluster: Resource | None, namespace: str) -> list[str]:
-    """The Deployments the plan makes in `namespace` on `cluster`: its own, and the predictor
-    KServe's Standard mode makes for each InferenceService. Those a Helm release renders (an
-    endpoint picker, `<model>-epp`) are not in the record, so a pattern is not asked of them."""
+    """The Deployments the plan makes in `namespace` on `cluster`: its own, the predictor
+    KServe's Standard mode makes for each InferenceService, and the endpoint picker each
+    inferencepool release renders (`picker_name`). Other charts' Deployments are not known by
+    name here, so a pattern is not asked of them."""
     own = [object_name(r) for r in in_namespace(record, cluster, "Deployment", namespace)
            if (api_kind(r) or ApiKind("", "", "")).group == "apps"]
     predictors = [predictor_name(object_name(r))
                   for r in in_namespace(record, cluster, "InferenceService", namespace)]
-    return sorted({*own, *predictors})
+    pool_chart = CHARTS[ChartKey.INFERENCE_POOL].reference
+    pickers = [picker_name(str(r.inputs.get("name"))) for r in record.by_type(HELM_RELEASE)
+               if r.inputs.get("chart") == pool_chart and r.inputs.get("namespace") == namespace
+               and cluster_of(record, r) == cluster]
+    return sorted({*own, *predictors, *pickers})
 
 
 def pattern_problems(record: Record, cluster: Resource | None, query: str, what: str) -> Iterator[str]:
