@@ -24,9 +24,9 @@ different times. With Kubernetes 1.33's defaults, which EKS, GKE and AKS do not 
 
 Simulated on the prod plan with the conversation trace and a zone lost as its busiest minute
 began (the checklist's zone-loss item; benchmarks/failover.py, results/failover.json), those 56 s
-cost every model 2.6-4.3x its error budget: the 70B 5.17 % of the window's requests against
-1.5 %, the 8B 4.20 % against 1.1 %, the VL model 6.40 % against 1.5 %, the 3B 5.16 % against
-2.0 % (0.37, 0.13, 0.13 and 0.13 % with the lost pods gone and replaced at once, as the
+cost every model 2.3-4.3x its error budget: the 70B 5.41 % of the window's requests against
+1.5 %, the 8B 4.09 % against 1.1 %, the VL model 6.36 % against 1.5 %, the 3B 4.67 % against
+2.0 % (0.38, 0.11, 0.15 and 0.11 % with the lost pods gone and replaced at once, as the
 simulator first had it), and on the code trace 7.5-9.3 %. So the picker's profile here filters
 first with the picker's own `utilization-detector` plugin, which also implements `Filter`
 (`saturationdetector/utilization/detector.go`): an endpoint whose metrics are older than
@@ -70,7 +70,7 @@ health checks fail); and the model's picker leader in the lost zone, the worst o
 the plan's runs; `Failover.picker_stall_s` measures it in benchmarks/failover.py). Only the
 leader is Ready (epplib v1.5.0, `--ha-enable-leader-election` with two replicas), and the
 standby takes the lease and is a Ready endpoint 17-22 s after the loss (controller-runtime's 15
-s lease), so even a clean handover fails the model's requests for about 21 s: 3.5-12.3 % of the
+s lease), so even a clean handover fails the model's requests for about 21 s: 3.4-12.3 % of the
 zone-loss window in benchmarks/failover.py's seven cases, against budgets of 1.1-2 %. And it is
 not clean: the AI Gateway (v1.1.0 `inferencepool.go`) reaches the picker over one STRICT_DNS
 cluster on its ClusterIP Service, HTTP/2 without keepalive, and its ext_proc filter runs in
