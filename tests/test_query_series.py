@@ -177,8 +177,14 @@ def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(mon
     monkeypatch.setattr(query_series, "KSM_CHART_VERSION", "0.0.0")
     found = check_query_series(record)
     # One warning a ScaledObject (its query's deletion timestamps) and one a model's
-    # PrometheusRule, however many kube-state-metrics series its rules select (six: the pods'
-    # creation, Ready condition, phase and deletion, the Deployment's and the HPA's conditions).
+    # PrometheusRule, however many kube-state-metrics series its rules select (five: the pods'
+    # Ready condition, phase and creation, the Deployment's and the HPA's conditions), and one a
+    # cluster's watch rule (the pods' creation).
+    from serving.deployments import WATCH_RULE
+
+    watches = [r for r in record.resources if r.inputs.get("kind") == "PrometheusRule"
+               and r.inputs["metadata"]["name"] == WATCH_RULE]
+    assert watches
     assert len([f for f in found if f.check == "autoscaling"]) == _scaled_objects(record)
-    assert len([f for f in found if f.check == "alerts"]) == _scaled_objects(record)
+    assert len([f for f in found if f.check == "alerts"]) == _scaled_objects(record) + len(watches)
     assert all(f.severity == "warning" and "not the 0.0.0" in f.message for f in found)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from rtip.cli import main
+from serving.deployments import WATCH_RULE
 from serving.simulator import StaticPolicy, Trace
 from serving.simulator.promql import evaluate as sim_evaluate
 from serving.simulator.sim import Simulation
@@ -90,11 +91,15 @@ def test_a_wide_budget_drops_the_alerts_that_could_never_fire() -> None:
 def test_every_stack_emits_one_rule_per_model_and_cluster_that_promtool_accepts(tmp_path: Path) -> None:
     for stack in STACKS:
         record = record_of(stack)
-        # The models' rules; the gateway's own (rtip-system) is tests/test_gateway_slo.py's.
-        rules = [r.inputs for r in record.resources if r.inputs.get("kind") == "PrometheusRule"
+        # The models' rules, and one a cluster watching their pods; the gateway's own
+        # (rtip-system) is tests/test_gateway_slo.py's.
+        in_ns = [r.inputs for r in record.resources if r.inputs.get("kind") == "PrometheusRule"
                  and r.inputs["metadata"]["namespace"] == NS]
+        watches = [r for r in in_ns if r["metadata"]["name"] == WATCH_RULE]
         models = [r for r in record.resources if r.type == "rtip:k8s:ModelDeployment"]
-        assert len(rules) == len(models) > 0, stack
+        clusters = {m.inputs["cluster"] for m in models}
+        assert len(in_ns) - len(watches) == len(models) > 0 and len(watches) == len(clusters), stack
+        rules = in_ns
         groups = [g for rule in rules for g in rule["spec"]["groups"]]
         # A model's rules repeat per cluster; one differing by region is checked under its own name.
         distinct = {json.dumps(g, sort_keys=True): g for g in groups}.values()
