@@ -4,6 +4,7 @@ changed, Prometheus accepts them, and they ask for the replicas a hand calculati
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -40,8 +41,12 @@ def test_the_stated_variant_is_the_plans_query_and_the_others_change_only_the_gr
     mp, dep = _deployment("prod", "llama-70b")
     a = mp.autoscaling
     plan_query = a.query
-    cap = round(a.ceiling_qps / a.survivor_qps, 3)
-    tail = plan_query[plan_query.index(f", {cap:g})) * 3 / 2 * {a.threshold:g}, scalar("):]
+    # The cap, in survivors, is written rounded up to 3 decimals: never under the stated ceiling.
+    found = re.search(r", ([0-9.]+)\)\) \* 3 / 2 \* " + re.escape(f"{a.threshold:g}, scalar("), plan_query)
+    assert found is not None
+    exact = a.ceiling_qps / a.survivor_qps
+    assert exact <= float(found.group(1)) < exact + 0.001
+    tail = plan_query[found.start():]
     assert tail.endswith(f" + {a.threshold:g} * ({a.lost})") and "up{" in a.lost
     stated = bench.variant_load(dep, "stated")
     assert stated is not None and stated[1] == pytest.approx((1 + a.headroom) / a.survivor_qps)
