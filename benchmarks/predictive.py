@@ -3,16 +3,18 @@ and the stack's stated growth over one cold start (rate x (1 + h)). This replays
 traces, as `benchmarks/autoscaling.py` plans and scales them, through the plan's ScaledObject with
 that branch's growth term replaced:
 
-- stated: the plan as emitted (rate x (1 + h), h from the stated growth);
+- stated: the stack's stated growth (rate x (1 + h), h from the stated growth), as the plan
+  emitted it until the 5-minute fit passed every item on three draws;
 - predict-W: the load Prometheus's `predict_linear` expects one cold start ahead, fitted to the
   completion rate over the last W (a subquery at the 15 s polling step), held between the rate
-  now and the stated growth: `clamp_min(clamp_max(predict_linear(rate[W:15s], cold start),
-  scalar(rate x (1 + h))), scalar(rate))`, for W of 5, 10 and 20 minutes (shorter follows a ramp
-  sooner, longer is less noisy). The prediction may only lower the provision: the stack's stated
-  growth is the most it promises to hold, and an uncapped fit overshoots whenever its window
-  holds a fresh start (every counter at 0: a new rollout, a Prometheus without history), as each
-  replay's own start did (an uncapped 12-minute projection of the first minute's climb put the
-  8B at its ceiling of 34 replicas within 45 s, where the stated growth held 20-23);
+  now and the stated growth, the stated growth when the fit is empty:
+  `serving.zone_branch.predicted_load`, for W of 5 (the plan as emitted), 10 and 20 minutes
+  (shorter follows a ramp sooner, longer is less noisy). The prediction may only lower the
+  provision: the stack's stated growth is the most it promises to hold, and an uncapped fit
+  overshoots whenever its window holds a fresh start (every counter at 0: a new rollout, a
+  Prometheus without history), as each replay's own start did (an uncapped 12-minute projection
+  of the first minute's climb put the 8B at its ceiling of 34 replicas within 45 s, where the
+  stated growth held 20-23);
 - none: no growth term (the load now; the zone surplus alone).
 
 Every variant keeps the plan's in-flight branch, bounds, behavior and the ceiling (stated peak and
@@ -54,11 +56,11 @@ from serving.autoscaling import (  # noqa: E402
     POLLING_INTERVAL_S,
     SCALE_DOWN_STABILIZATION_S,
     completion_rate,
-    survivor_share,
+    in_flight_sum,
     with_lost_pods,
-    zone_query,
 )
 from serving.simulator import Trace, load_azure_2023  # noqa: E402
+from serving.zone_branch import predicted_load, survivor_share, zone_query  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "predictive.json"
@@ -80,8 +82,7 @@ def variant_load(dep: Deployment, variant: str) -> tuple[str, float] | None:
         return rate, 1 / a.survivor_qps
     if variant.startswith("predict-"):
         window = variant.removeprefix("predict-")
-        ahead = f"predict_linear({rate}[{window}:{POLLING_INTERVAL_S}s], {dep.fleet.cold_start.full_s:g})"
-        return (f"clamp_min(clamp_max({ahead}, scalar({rate} * {1 + a.headroom:g})), scalar({rate}))",
+        return (predicted_load(rate, a.headroom, dep.fleet.cold_start.full_s, POLLING_INTERVAL_S, window),
                 1 / a.survivor_qps)
     raise ValueError(variant)
 
@@ -100,11 +101,11 @@ def variant_query(dep: Deployment, variant: str) -> str:
     """The plan's trigger query with the zone branch's growth term as `variant` has it."""
     a = dep.plan.autoscaling
     load_ = variant_load(dep, variant)
-    if variant == "stated" or load_ is None or a.ceiling_qps is None or a.survivor_qps is None:
+    if load_ is None or a.ceiling_qps is None or a.survivor_qps is None:
         return a.query
-    # The branch asks for ceil(S Z / (Z - 1)), S = ceil(load / q): the growth is in `load`.
-    branch = zone_query(a.selector, load_[0], load_[1], a.ceiling_qps / a.survivor_qps, a.zones,
-                        a.threshold)
+    # The branch asks for ceil(S Z / (Z - 1)), S = ceil(load x per survivor).
+    branch = zone_query(in_flight_sum(a.selector), load_[0], load_[1], a.ceiling_qps / a.survivor_qps,
+                        a.zones, a.threshold)
     return with_lost_pods(branch, a.threshold, a.lost, a.min_replicas)
 
 

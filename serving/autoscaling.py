@@ -72,6 +72,7 @@ from serving.capacity import RegionReplicas, ReplicaCapacity, lost_zone_room
 from serving.kube_names import POD_DELETION
 from serving.profiles import Profile
 from serving.simulator.prometheus import SCRAPE_DURATION, UP, pod_target_label
+from serving.zone_branch import PREDICT_WINDOW, predicted_load, zone_query
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -123,9 +124,10 @@ class Autoscaling:
     notes: tuple[str, ...] = ()  # what the plan should say about these bounds
 
     def zone_replicas(self, rate: float) -> int | None:
-        """Replicas the zone branch asks for at a steady completion rate of `rate` req/s:
-        ceil(S Z / (Z - 1)) for S = ceil(min(rate x (1 + headroom), ceiling) / q) survivors (the
-        query writes the same, its factor and cap rounded); None with one zone."""
+        """Replicas the zone branch asks for at a completion rate of `rate` req/s grown by the
+        stated growth, the most its fit holds and what an empty fit falls back to (a replay's
+        first minute): ceil(S Z / (Z - 1)) for S = ceil(min(rate x (1 + headroom), ceiling) / q)
+        survivors (the query writes the same, its factor and cap rounded); None with one zone."""
         if self.survivor_qps is None or self.ceiling_qps is None:
             return None
         survivors = math.ceil(min(rate * (1 + self.headroom), self.ceiling_qps) / self.survivor_qps - 1e-9)
@@ -178,35 +180,6 @@ def in_flight_sum(selector: str) -> str:
 def completion_rate(selector: str) -> str:
     """The model's finished requests a second over the last RATE_WINDOW, summed over its pods."""
     return f"sum(rate({SUCCESS}{selector}[{RATE_WINDOW}]))"
-
-
-def zone_query(selector: str, load: str, per_survivor: float, ceiling: float, zones: int,
-               threshold: float) -> str:
-    """The trigger with its zone branch: the larger of requests in flight and `threshold` x
-    S Z / (Z - 1), S = ceil(`load` x `per_survivor`) (held at most at `ceiling`, in survivors).
-    The HPA divides by the threshold and rounds up: R = ceil(S Z / (Z - 1)), the fewest replicas
-    whose survivors of the worst zone, R - ceil(R / Z) = floor(R (Z - 1) / Z), are S. With `load`
-    the completion rate and per_survivor = (1 + h) / q, S survivors carry the load and its growth
-    at q req/s each. The rounding up is left to the HPA, as with any metric, and so is its 10 %
-    tolerance (`replica_calculator.go`: no change while metric / (T x current) is within 1 +/-
-    0.1): a fleet already at R - 1 or less is held there while S Z / (Z - 1) is under 1.1 times
-    it, as at 7 when 7.5 (S 5, Z 3, R 8) is asked, or at 18 for 19.5 (R 20), so the fewest-R
-    guarantee holds for a fleet the branch scales up, not for one that reaches R - 1 another way
-    (the in-flight branch, a scale-in). An explicit `ceil` would not close it (R / (R - 1) is
-    under 1.1 from R = 12), and on the Azure traces cost the 70B's code run 76.02 slice GPU-hours
-    against 68.90 with no checklist item changing; a zero scale-up tolerance needs the HPA's
-    `tolerance` field (HPAConfigurableTolerance, alpha in Kubernetes 1.33)."""
-    in_flight = in_flight_sum(selector)
-    survivors = f"ceil({survivor_share(load, per_survivor, ceiling)})"
-    return f"clamp_min({survivors} * {zones} / {zones - 1} * {threshold:g}, scalar({in_flight}))"
-
-
-def survivor_share(load: str, per_survivor: float, ceiling: float) -> str:
-    """The survivors' worth of `load` that `zone_query` rounds up: `load` x `per_survivor`, held
-    at most at `ceiling`, written with 4 and 3 decimals (the cap rounded up, so a cap just over a
-    whole number of survivors is not written under it)."""
-    cap = math.ceil(ceiling * 1000 - 1e-6) / 1000
-    return f"clamp_max({load} * {round(per_survivor, 4):g}, {cap:g})"
 
 
 def lost_pods(model: str, namespace: str) -> str:
@@ -304,10 +277,12 @@ def autoscaling(
     input_tokens: int,
     output_tokens: int,
     ceiling_qps: float,
+    cold_start_s: float,
 ) -> Autoscaling:
     """Autoscaling of one model in one region. `served_name` is vLLM's --served-model-name,
     which its metrics carry as the `model_name` label; `ceiling_qps` the most load the zone
-    branch holds survivors for (the stated peak and the tier's burst headroom above it)."""
+    branch holds survivors for (the stated peak and the tier's burst headroom above it);
+    `cold_start_s` how far ahead the zone branch predicts the load (a replacement's cold start)."""
     threshold = in_flight_target(capacity, prof, input_tokens, output_tokens, replicas.headroom)
     selector = f'{{namespace="{namespace}",model_name="{served_name}"}}'
     query, zone_note, survivor_qps = in_flight_sum(selector), "", None
@@ -329,11 +304,13 @@ def autoscaling(
         # their sized rate through the busiest minute, and a zone lost at 1,800 s of the
         # conversation trace cost the VL model 1.71 % of its requests (budget 1.5 %).
         survivor_qps = capacity.qps
-        query = zone_query(selector, completion_rate(selector), (1 + replicas.headroom) / survivor_qps,
-                           ceiling_qps / survivor_qps, z, threshold)
+        load = predicted_load(completion_rate(selector), replicas.headroom, cold_start_s, POLLING_INTERVAL_S)
+        query = zone_query(in_flight_sum(selector), load, 1 / survivor_qps, ceiling_qps / survivor_qps, z,
+                           threshold)
         zone_note = (f"; and at least the replicas whose survivors of one of {z} zones lost carry "
-                     f"the completion rate and {replicas.headroom:.0%} growth, up to {ceiling_qps:g} "
-                     f"req/s, at {survivor_qps:.2f} req/s each")
+                     f"the completion rate a {cold_start_s:.0f} s cold start ahead ({PREDICT_WINDOW} "
+                     f"fit, at most {replicas.headroom:.0%} growth), up to {ceiling_qps:g} req/s, at "
+                     f"{survivor_qps:.2f} req/s each")
     lost = lost_pods(model, namespace)
     query = with_lost_pods(query, threshold, lost, replicas.min_replicas)
     room = lost_zone_room(replicas.min_replicas, replicas.zones)
@@ -368,4 +345,4 @@ def autoscaling(
 __all__ = ["DELETION_MEMORY", "FALLBACK_BEHAVIOR", "LOST_SCRAPE_S", "POLLING_INTERVAL_S", "RUNNING",
            "SCRAPE_TIMEOUT_S", "SUCCESS", "WAITING", "Autoscaling", "autoscaling", "behavior",
            "completion_rate", "in_flight_at", "in_flight_sum", "in_flight_target", "lost_pods",
-           "survivor_share", "with_lost_pods", "zone_query"]
+           "with_lost_pods"]

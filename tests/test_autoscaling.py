@@ -23,13 +23,14 @@ from tests.conftest import SHARED
 CRD = SHARED / "crds" / "keda" / "keda.sh_scaledobjects.yaml"
 LLAMA_8B = CATALOG["llama-3.1-8b-instruct"]
 PROF = profile(LLAMA_8B, SliceKind(GpuModel.H100_80GB), Quantization.FP8)
+COLD_S = 752.0  # how far ahead the zone branch predicts (a cold start)
 
 
 def _scaling(tier: Tier, peak: float = 30.0, cold_s: float = 900.0, zones: int = 3):
     spec = TIERS[tier]
     cap = replica_capacity(LLAMA_8B, PROF, spec, 1155, 211)
     reps = region_replicas(peak, cap.qps, zones, spec, cold_s)
-    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak), cap, reps
+    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak, COLD_S), cap, reps
 
 
 def test_trigger_is_the_models_requests_in_flight() -> None:
@@ -54,42 +55,51 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
     """q = 2 req/s, curve (1, 10), (2, 40), 25 % headroom, three zones, a ceiling of 8 req/s.
     By hand: the headroom branch's target is 28 in flight (1.6 req/s on the curve); the zone
     branch, whatever the in-flight count, asks for the fewest replicas whose survivors of the
-    worst zone carry the completion rate and its 25 % growth at 2 req/s each, up to the ceiling:
-    3 req/s grows to 3.75, 2 survivors, and 3 replicas (1, 1, 1) leave 2; 6 req/s grows to 7.5,
-    4 survivors, and 6 replicas (2, 2, 2) leave 4 where 5 (2, 2, 1) leave 3; 12 req/s is held at
-    the ceiling of 8, 4 survivors again."""
+    worst zone carry the load a cold start ahead at 2 req/s each, up to the ceiling. A flat rate
+    predicts itself: 3 req/s needs 2 survivors, and 3 replicas (1, 1, 1) leave 2; 6 req/s needs 3,
+    and 5 replicas (2, 2, 1) leave 3; 12 req/s is held at the ceiling of 8, 4 survivors, 6
+    replicas (2, 2, 2). A steep ramp predicts more than the stated growth, so it is held there:
+    the 1-minute rate x 1.25."""
     _, cap, reps = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     zoned = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=3),
-                        1155, 211, 8.0)
+                        1155, 211, 8.0, COLD_S)
     assert zoned.threshold == 28.0 and zoned.min_replicas == 3  # the floor: one a zone
-    # (in flight, completions a second over two pods, replicas wanted; idle, the query reads
-    # the floor's worth, 3 x 28)
-    for in_flight, rate, replicas in ((14, 3.0, 3), (100, 3.0, 4), (300, 3.0, 11), (14, 6.0, 6),
-                                      (14, 12.0, 6), (300, 12.0, 11), (0, 0.0, 3)):
+
+    def survivors(r: int) -> int:
+        return r - math.ceil(r / 3)
+
+    def store_of(in_flight: float, count_at) -> Store:
         store = Store()
         for pod, share in (("p1", 0.25), ("p2", 0.75)):
             labels = (("model_name", "chat"), ("namespace", "models"), ("pod", pod))
-            store.add(120.0, RUNNING, labels, in_flight * share)
-            store.add(120.0, WAITING, labels, 0)
-            for t in range(0, 121, 15):  # a counter rising at `rate x share` a second
-                store.add(float(t), SUCCESS, labels, 5.0 + rate * share * t)
-        (value,) = evaluate(zoned.query, store, 120.0).values()
+            store.add(600.0, RUNNING, labels, in_flight * share)
+            store.add(600.0, WAITING, labels, 0)
+            for t in range(0, 601, 15):
+                store.add(float(t), SUCCESS, labels, 5.0 + share * count_at(t))
+        return store
+
+    # (in flight, completions a second over two pods, replicas wanted; idle, the query reads
+    # the floor's worth, 3 x 28)
+    for in_flight, rate, replicas in ((14, 3.0, 3), (100, 3.0, 4), (300, 3.0, 11), (14, 6.0, 5),
+                                      (14, 12.0, 6), (300, 12.0, 11), (0, 0.0, 3)):
+        (value,) = evaluate(zoned.query, store_of(in_flight, lambda t, r=rate: r * t), 600.0).values()
         # desired = ceil(value / 28) = max(ceil(in flight / 28), zone branch, 3)
         assert math.ceil(value / zoned.threshold - 1e-9) == replicas
-        grown = min(rate * 1.25, 8.0)
-
-        def survivors(r: int) -> int:
-            return r - math.ceil(r / 3)
-        # The survivors of the worst zone (ceil(R / 3) lost) at 2 req/s each carry the rate and
-        # its 25 % growth, up to the ceiling, until replacements are ready.
-        assert survivors(replicas) * 2.0 >= grown
+        load = min(rate, 8.0)
+        # The survivors of the worst zone (ceil(R / 3) lost) at 2 req/s each carry the load.
+        assert survivors(replicas) * 2.0 >= load
         if in_flight < 28 * replicas - 28 and replicas > 3:  # the zone branch decides: the fewest
-            assert survivors(replicas - 1) * 2.0 < grown
-            assert zoned.zone_replicas(rate) == replicas  # and its closed form agrees
+            assert survivors(replicas - 1) * 2.0 < load
+    # A ramp from 1 to 5 req/s over the 10 minutes (count = t + t^2 / 300): the 1-minute rate at
+    # 600 s is the mean over 555-600 s, 1 + 2 x 577.5 / 300 = 4.85, and the fit a 752 s cold
+    # start ahead far above 4.85 x 1.25 = 6.06: held there, 4 survivors, 6 replicas.
+    ramp = store_of(14, lambda t: t + t * t / 300.0)
+    (value,) = evaluate(zoned.query, ramp, 600.0).values()
+    assert math.ceil(value / zoned.threshold - 1e-9) == 6 == zoned.zone_replicas(4.85)
     # One zone: nothing to survive, the plain sum.
     single = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=1),
-                         1155, 211, 8.0)
+                         1155, 211, 8.0, COLD_S)
     assert "clamp_max" not in single.query and "request_success_total" not in single.query
     assert single.zone_replicas(12.0) is None
 
@@ -319,7 +329,7 @@ def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> 
 
     def notes(low: int, high: int, zones: int = 3) -> tuple[str, ...]:
         stated = replace(reps, min_replicas=low, max_replicas=high, zones=zones)
-        return autoscaling("chat", "chat", "models", cap, PROF, stated, 1155, 211, 30.0).notes
+        return autoscaling("chat", "chat", "models", cap, PROF, stated, 1155, 211, 30.0, COLD_S).notes
 
     (note,) = notes(3, 3)
     assert "model chat: max 3" in note and "a max of 4 or more" in note
@@ -327,4 +337,4 @@ def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> 
     assert "a max of 10 or more" in note
     assert notes(3, 4) == () and notes(7, 10) == () and notes(2, 2, zones=1) == ()
     _, _, planned = _scaling(Tier.STANDARD)
-    assert autoscaling("chat", "chat", "models", cap, PROF, planned, 1155, 211, 30.0).notes == ()
+    assert autoscaling("chat", "chat", "models", cap, PROF, planned, 1155, 211, 30.0, COLD_S).notes == ()

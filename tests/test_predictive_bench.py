@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from serving.autoscaling import RUNNING, SUCCESS, WAITING, with_lost_pods, zone_query
+from serving.autoscaling import RUNNING, SUCCESS, WAITING, in_flight_sum, with_lost_pods
 from serving.simulator.promql import Store, evaluate
+from serving.zone_branch import zone_query
 from tests import promtool
 from tests.test_benchmarks import _deployment, _load
 
@@ -33,10 +34,13 @@ def _store(dep, rate_at, until_s: float, in_flight: float = 1.0) -> Store:
     return store
 
 
-def test_the_stated_variant_is_the_plans_query_and_the_others_change_only_the_growth() -> None:
-    """Built from its load, the stated variant is the plan's query; every variant keeps the
-    plan's tail (the rounding to whole survivors and replicas, the in-flight branch, the floor
-    and the lost-pod term) and its cap at the stated ceiling, in survivors."""
+def test_the_5_minute_fit_is_the_plans_query_and_the_others_change_only_the_growth() -> None:
+    """Built from its load, the 5-minute fit is the plan's query (its window PREDICT_WINDOW, its
+    horizon the plan's cold start); every variant keeps the plan's tail (the rounding to whole
+    survivors and replicas, the in-flight branch, the floor and the lost-pod term) and its cap
+    at the stated ceiling, in survivors; stated reads the rate x (1 + h) a survivor's worth."""
+    from serving.zone_branch import PREDICT_WINDOW
+
     bench = _load("predictive")
     mp, dep = _deployment("prod", "llama-70b")
     a = mp.autoscaling
@@ -48,15 +52,20 @@ def test_the_stated_variant_is_the_plans_query_and_the_others_change_only_the_gr
     assert exact <= float(found.group(1)) < exact + 0.001
     tail = plan_query[found.start():]
     assert tail.endswith(f" + {a.threshold:g} * ({a.lost})") and "up{" in a.lost
+    assert f"[{PREDICT_WINDOW}:15s], {mp.cold_start.total_s:g})" in plan_query
+    fit = bench.variant_load(dep, f"predict-{PREDICT_WINDOW}")
+    assert fit is not None and fit[1] == pytest.approx(1 / a.survivor_qps)
+    rebuilt = zone_query(in_flight_sum(a.selector), fit[0], fit[1], a.ceiling_qps / a.survivor_qps, 3,
+                         a.threshold)
+    assert with_lost_pods(rebuilt, a.threshold, a.lost, a.min_replicas) == plan_query
+    assert bench.variant_query(dep, f"predict-{PREDICT_WINDOW}") == plan_query
     stated = bench.variant_load(dep, "stated")
     assert stated is not None and stated[1] == pytest.approx((1 + a.headroom) / a.survivor_qps)
-    rebuilt = zone_query(a.selector, stated[0], stated[1], a.ceiling_qps / a.survivor_qps, 3, a.threshold)
-    assert with_lost_pods(rebuilt, a.threshold, a.lost, a.min_replicas) == plan_query
-    assert bench.variant_query(dep, "stated") == plan_query
-    for variant in bench.VARIANTS[1:]:
+    for variant in bench.VARIANTS:
         q = bench.variant_query(dep, variant)
         assert q.startswith("clamp_min(clamp_min(ceil(clamp_max(") and q.endswith(tail)
-        assert q.removesuffix(tail).endswith(f" * {round(1 / a.survivor_qps, 4):g}")
+        per = stated[1] if variant == "stated" else 1 / a.survivor_qps
+        assert q.removesuffix(tail).endswith(f" * {round(per, 4):g}")
         assert ("predict_linear(" in q) == variant.startswith("predict-")
 
 
