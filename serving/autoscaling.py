@@ -23,8 +23,10 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   others), so the target is read off the curve, not scaled down from the limit;
 - a zone lost takes ceil(R / Z) of R replicas spread over Z zones, and its replacements come a
   cold start later: the survivors must carry the load and its growth meanwhile. The query's
-  second branch asks for the fewest R whose survivors, R - ceil(R / Z), are S = ceil(load (1 + h)
-  / q): R = ceil(S Z / (Z - 1)) (without the growth term a zone lost as the conversation trace's
+  second branch asks for the fewest R whose survivors, R - ceil(R / Z), are S = ceil(L / q):
+  R = ceil(S Z / (Z - 1)) (serving/zone_branch.py), L the load a cold start ahead as a 5-minute
+  fit of the completion rate predicts it, held between the rate now and the stated growth
+  rate x (1 + h) (without any growth term a zone lost as the conversation trace's
   busiest minute began still cost the 70B 3.2 % of its requests, its budget 1.5 %), the load read as the
   completion rate (`sum(rate(vllm:request_success_total[1m]))`: in flight under-counts a lightly
   loaded fleet, the curve being convex), the grown load held at most at the stated peak plus the
@@ -51,7 +53,7 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   PodMonitor's timeout is 10 s) instead of the eviction. It cannot pass max,
   so a fleet at max gains nothing. The HPA holds the raised count for its scale-down window, so
   once the eviction frees the lost pods the ReplicaSet starts as many again, and they go after
-  about 300 s: -1.0 to +4.5 % slice GPU-hours in a run that loses a zone over the cases of
+  about 300 s: 0 to +4.7 % slice GPU-hours in a run that loses a zone over the cases of
   benchmarks/lost_pods.py (on EKS the extra replicas only take free slots), the price of
   replacements a minute sooner. A zone
   lost at 600 s of the code trace had cost the VL model 2.21 % of the window's requests (budget
