@@ -24,9 +24,9 @@ different times. With Kubernetes 1.33's defaults, which EKS, GKE and AKS do not 
 
 Simulated on the prod plan with the conversation trace and a zone lost as its busiest minute
 began (the checklist's zone-loss item; benchmarks/failover.py, results/failover.json), those 56 s
-cost every model 2.3-4.3x its error budget: the 70B 5.41 % of the window's requests against
-1.5 %, the 8B 4.09 % against 1.1 %, the VL model 6.36 % against 1.5 %, the 3B 4.67 % against
-2.0 % (0.38, 0.11, 0.15 and 0.11 % with the lost pods gone and replaced at once, as the
+cost every model 2.2-3.9x its error budget: the 70B 5.15 % of the window's requests against
+1.5 %, the 8B 4.15 % against 1.1 %, the VL model 5.75 % against 1.5 %, the 3B 4.49 % against
+2.0 % (0.41, 0.12, 0.17 and 0.12 % with the lost pods gone and replaced at once, as the
 simulator first had it), and on the code trace 7.5-9.3 %. So the picker's profile here filters
 first with the picker's own `utilization-detector` plugin, which also implements `Filter`
 (`saturationdetector/utilization/detector.go`): an endpoint whose metrics are older than
