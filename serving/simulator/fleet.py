@@ -68,7 +68,6 @@ class Fleet:
         self.spec_replicas = cfg.initial_replicas
         self.lost: list[SimRequest] = []  # requests lost with a replica, drained by the caller
         self.unscheduled = 0  # replicas that waited Pending for a node (Failover.new_nodes_while_down)
-        self.bound = 0  # of them, those the scheduler later bound to a slot that freed
         self.drain_cut = 0  # requests a draining replica still ran when its drain limit came
         per_zone: dict[str, int] = {z: 0 for z in cfg.zones}
         nodes = cfg.initial_nodes if cfg.initial_nodes is not None else \
@@ -209,7 +208,6 @@ class Fleet:
             replica.warm = True
             self.schedule(replica.ready_s, "ready", replica)
             bound += 1
-        self.bound += bound
         return bound
 
     def on_ready(self, replica: Replica) -> bool:
@@ -276,6 +274,12 @@ class Fleet:
     def maybe_release(self, replica: Replica, now: float) -> None:
         if replica.state == DRAINING and replica.engine.idle and not replica.engine.busy:
             self._release(replica, now)
+
+    @property
+    def bound(self) -> int:
+        """Pending replicas the scheduler later bound to a slot that freed: those placed after
+        their creation (`bind_pending` is the only way a replica's slot comes later)."""
+        return sum(1 for r in self.replicas if r.placed_s > r.created_s)
 
     def slot_seconds(self, end: float) -> float:
         """Seconds its replicas held a GPU slot up to `end`: from placement (a Pending replica's
