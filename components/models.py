@@ -134,12 +134,19 @@ class ModelDeployment(pulumi.ComponentResource):
         self.register_outputs({})
 
     def _custom(self, name: str, body: dict[str, Any]) -> k8s.apiextensions.CustomResource:
-        needs = [self._releases[k] for k in NEEDS[body["kind"]]]
-        return k8s.apiextensions.CustomResource(
-            name, api_version=body["apiVersion"], kind=body["kind"], metadata=body["metadata"],
-            spec=body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=self._provider,
-                                        depends_on=[*needs, *self._after]))
+        return _custom_resource(name, body, self._releases, self._after,
+                                pulumi.ResourceOptions(parent=self, provider=self._provider))
+
+
+def _custom_resource(name: str, body: dict[str, Any], releases: Mapping[ChartKey, pulumi.Resource],
+                     after: Sequence[pulumi.Resource],
+                     opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    """`body` as a custom resource, after the releases its kind needs (NEEDS) and `after`."""
+    needs = [releases[k] for k in NEEDS[body["kind"]]]
+    return k8s.apiextensions.CustomResource(
+        name, api_version=body["apiVersion"], kind=body["kind"], metadata=body["metadata"],
+        spec=body["spec"], opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            depends_on=[*needs, *after])))
 
 
 def models_watch(name: str, cluster: ClusterFacts, releases: Mapping[ChartKey, pulumi.Resource],
@@ -147,12 +154,8 @@ def models_watch(name: str, cluster: ClusterFacts, releases: Mapping[ChartKey, p
                  opts: pulumi.ResourceOptions | None = None) -> k8s.apiextensions.CustomResource:
     """The cluster's one kube-state-metrics page for the models' namespace (after `after`, the
     namespace), once the operator that loads it is installed."""
-    body = dep.models_watch_rule(MODELS_NAMESPACE)
-    needs = [releases[k] for k in NEEDS[body["kind"]]]
-    return k8s.apiextensions.CustomResource(
-        name, api_version=body["apiVersion"], kind=body["kind"], metadata=body["metadata"],
-        spec=body["spec"], opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-            provider=cluster.provider, depends_on=[*needs, *after])))
+    on_cluster = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(provider=cluster.provider))
+    return _custom_resource(name, dep.models_watch_rule(MODELS_NAMESPACE), releases, after, on_cluster)
 
 
 __all__ = ["NEEDS", "ModelDeployment", "models_watch", "prometheus_address", "targets"]
