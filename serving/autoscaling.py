@@ -292,12 +292,13 @@ def autoscaling(
         z = replicas.zones
         # Zone loss: the worst zone takes ceil(R / Z) of R replicas spread over Z zones, and its
         # replacements come a cold start later, so the floor(R (Z - 1) / Z) survivors must carry
-        # the load at their sized rate q and its growth meanwhile (the headroom's window): S =
-        # ceil(load (1 + h) / q) survivors, R = ceil(S Z / (Z - 1)) replicas, the fewest that
-        # leave S (`zone_query`). The load is read as the completion rate (in flight grows faster
-        # than load, so dividing it would under-count a lightly loaded fleet); the HPA follows
-        # the larger branch. The sufficient bound this replaced, R >= 1 + load (1 + h) Z /
-        # (q (Z - 1)), asked for one replica more than S needs over about half of each step.
+        # at their sized rate q the load that cold start ahead, L (`predicted_load`: the fit,
+        # at most the stated growth): S = ceil(L / q) survivors, R = ceil(S Z / (Z - 1))
+        # replicas, the fewest that leave S (`zone_query`). The load is read as the completion
+        # rate (in flight grows faster than load, so dividing it would under-count a lightly
+        # loaded fleet); the HPA follows the larger branch. The sufficient bound this replaced,
+        # R >= 1 + load (1 + h) Z / (q (Z - 1)), asked for one replica more than S needs over
+        # about half of each step.
         # The growth is held up to the stated peak and the tier's burst headroom above it, not
         # past it (clamp_max): the stack sizes for its busiest minute, so load x (1 + h) above
         # that is a peak the stack does not state. Past it the in-flight branch still scales the
@@ -306,7 +307,8 @@ def autoscaling(
         # their sized rate through the busiest minute, and a zone lost at 1,800 s of the
         # conversation trace cost the VL model 1.71 % of its requests (budget 1.5 %).
         survivor_qps = capacity.qps
-        load = predicted_load(completion_rate(selector), replicas.headroom, cold_start_s, POLLING_INTERVAL_S)
+        load = predicted_load(completion_rate(selector), replicas.headroom, cold_start_s,
+                              POLLING_INTERVAL_S)
         query = zone_query(in_flight_sum(selector), load, 1 / survivor_qps, ceiling_qps / survivor_qps, z,
                            threshold)
         zone_note = (f"; and at least the replicas whose survivors of one of {z} zones lost carry "

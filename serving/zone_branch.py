@@ -20,7 +20,7 @@ def zone_query(in_flight: str, load: str, per_survivor: float, ceiling: float, z
     S Z / (Z - 1), S = ceil(`load` x `per_survivor`) (held at most at `ceiling`, in survivors).
     The HPA divides by the threshold and rounds up: R = ceil(S Z / (Z - 1)), the fewest replicas
     whose survivors of the worst zone, R - ceil(R / Z) = floor(R (Z - 1) / Z), are S. With `load`
-    the completion rate and per_survivor = (1 + h) / q, S survivors carry the load and its growth
+    the load a cold start ahead (`predicted_load`) and per_survivor = 1 / q, S survivors carry it
     at q req/s each. The rounding up is left to the HPA, as with any metric, and so is its 10 %
     tolerance (`replica_calculator.go`: no change while metric / (T x current) is within 1 +/-
     0.1): a fleet already at R - 1 or less is held there while S Z / (Z - 1) is under 1.1 times
@@ -28,7 +28,8 @@ def zone_query(in_flight: str, load: str, per_survivor: float, ceiling: float, z
     guarantee holds for a fleet the branch scales up, not for one that reaches R - 1 another way
     (the in-flight branch, a scale-in). An explicit `ceil` would not close it (R / (R - 1) is
     under 1.1 from R = 12), and on the Azure traces cost the 70B's code run 76.02 slice GPU-hours
-    against 68.90 with no checklist item changing; a zero scale-up tolerance needs the HPA's
+    against 68.90 with no checklist item changing (with the stated growth:
+    benchmarks/results/zone_branch_explicit_ceil.json); a zero scale-up tolerance needs the HPA's
     `tolerance` field (HPAConfigurableTolerance, alpha in Kubernetes 1.33)."""
     survivors = f"ceil({survivor_share(load, per_survivor, ceiling)})"
     return f"clamp_min({survivors} * {zones} / {zones - 1} * {threshold:g}, scalar({in_flight}))"
@@ -46,7 +47,8 @@ def predicted_load(rate: str, headroom: float, ahead_s: float, step_s: int,
                    window: str = PREDICT_WINDOW) -> str:
     """The load the zone branch holds survivors for: what Prometheus's `predict_linear` expects
     `ahead_s` from now, fitted to the completion rate `rate` over the last `window` (a subquery
-    at the polling step `step_s`), held between the rate now and the stated growth, rate x (1 + headroom).
+    at the polling step `step_s`), held between the rate now and the stated growth,
+    rate x (1 + headroom).
     The cap is the stack's promise (an uncapped fit overshoots on a window that holds a fresh
     start, every counter at 0); the floor keeps a falling fit from under-reading the load now.
     Without history (a new rollout, a Prometheus just started) the fit is empty, and so would be
