@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.autoscaling import RUNNING, SUCCESS, WAITING, in_flight_sum, with_lost_pods
+from serving.autoscaling import RUNNING, SUCCESS, WAITING, completion_rate, in_flight_sum, with_lost_pods
 from serving.simulator.promql import Store, evaluate
 from serving.zone_branch import zone_query
 from tests import promtool
@@ -149,6 +149,29 @@ def test_a_prediction_is_held_at_the_stated_growth_and_the_ceiling() -> None:
     low = _store(dep, lambda s: (1.0 + s / 60.0) / 2, t)
     seen = _value(bench.variant_survivors(dep, "predict-20m"), low, t) * a.survivor_qps
     assert seen == pytest.approx(now / 2 * (1 + a.headroom), rel=3e-4)
+
+
+def test_without_history_the_fit_falls_back_to_the_stated_growth() -> None:
+    """30 s after the counters start (a fresh rollout, a new Prometheus) the 1-minute rate has
+    its first values but the 5-minute subquery holds one point, so `predict_linear` is empty;
+    without the `or` the whole zone branch, and the trigger, would be empty. The plan's query
+    reads the stated growth then, as the stated variant does, and once the fit has history at a
+    flat rate it reads the rate itself, less than the stated growth."""
+    bench = _load("predictive")
+    _, dep = _deployment("prod", "llama-70b")
+    a = dep.plan.autoscaling
+    fresh = _store(dep, lambda s: 8.0, 30.0)
+    plan_share = _value(bench.variant_survivors(dep, "predict-5m"), fresh, 30.0)
+    stated_share = _value(bench.variant_survivors(dep, "stated"), fresh, 30.0)
+    assert plan_share == pytest.approx(stated_share, rel=3e-4)
+    # (the first rate reads half the 8 req/s: Prometheus extrapolates a counter that started at
+    # 0 no further back than its zero)
+    rate = _value(completion_rate(a.selector), fresh, 30.0)
+    assert 0 < rate < 8.0 and plan_share * a.survivor_qps == pytest.approx(rate * (1 + a.headroom), rel=3e-4)
+    assert _value(a.query, fresh, 30.0) == _value(bench.variant_query(dep, "stated"), fresh, 30.0)
+    later = _store(dep, lambda s: 8.0, 600.0)
+    assert _value(bench.variant_survivors(dep, "predict-5m"), later, 600.0) * a.survivor_qps == \
+        pytest.approx(8.0, rel=3e-4)
 
 
 def test_a_scale_down_variant_changes_only_the_window_the_hpa_reads() -> None:

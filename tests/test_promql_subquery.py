@@ -215,3 +215,29 @@ def test_clamping_to_a_missing_scalar_gives_nan_as_prometheus_does() -> None:
     for fn in ("clamp_min", "clamp_max"):
         (value,) = evaluate(f"{fn}(sum(queue), scalar(sum(absent_metric)))", s, 300.0).values()  # type: ignore[union-attr]
         assert math.isnan(value)
+
+
+def test_ceil_and_floor_round_each_sample_and_pass_nan_and_infinity_through(tmp_path: Path) -> None:
+    """Prometheus's ceil() and floor() are Go's math.Ceil/Floor on each sample: NaN and the
+    infinities are their own result (Python's math.ceil raises on both). promtool reads the
+    finite cases the same."""
+    s = Store()
+    for name, value in (("a", 2.0000001), ("b", -2.5), ("c", 3.0), ("inf", math.inf),
+                        ("ninf", -math.inf)):
+        s.add(0.0, name, (), value)
+    assert evaluate("ceil(a)", s, 1.0) == {(): 3.0} and evaluate("floor(a)", s, 1.0) == {(): 2.0}
+    assert evaluate("ceil(b)", s, 1.0) == {(): -2.0} and evaluate("floor(b)", s, 1.0) == {(): -3.0}
+    assert evaluate("ceil(c)", s, 1.0) == {(): 3.0}
+    assert evaluate("ceil(inf)", s, 1.0) == {(): math.inf}
+    assert evaluate("floor(ninf)", s, 1.0) == {(): -math.inf}
+    (nan,) = evaluate("ceil(clamp_max(a, scalar(absent_metric)))", s, 1.0).values()  # type: ignore[union-attr]
+    assert math.isnan(nan)
+    # The same numbers from Prometheus's engine.
+    cases = [("ceil(a)", 3), ("floor(b)", -3), ("ceil(b)", -2)]
+    tests = [{"interval": "1m", "input_series": [{"series": "a", "values": "2.0000001"},
+                                                 {"series": "b", "values": "-2.5"}],
+              "promql_expr_test": [{"expr": expr, "eval_time": "0m",
+                                    "exp_samples": [{"labels": "{}", "value": value}]}
+                                   for expr, value in cases]}]
+    done = promtool.run_rule_tests([], tests, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
