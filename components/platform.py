@@ -115,7 +115,9 @@ class Platform(pulumi.ComponentResource):
                                 addons.releases, models_ns, opts=on_cluster,
                                 store=stores[region.name], digests=plan.spec.registries.digests,
                                 log_requests_to=logs.release if plan.posture.request_logs else None)
-            if region.models:
+            # Only where a floor keeps a model pod in the namespace: the watch pages on the
+            # namespace's pod series being absent, with no history condition.
+            if any(m.min_replicas for m in region.models):
                 models_watch(f"{region.cluster}-models-watch", cluster.facts, addons.releases, models_ns,
                              opts=on_cluster)
             # The front door last: its pools select the model servers deployed above.

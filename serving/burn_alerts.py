@@ -93,12 +93,20 @@ def page_rule(name: str, expr: str, held: str, labels: dict[str, str], summary: 
             "annotations": {"summary": summary, "description": description}}
 
 
-def absent_rule(name: str, series: str, labels: dict[str, str], summary: str,
-                description: str) -> dict[str, Any]:
-    """A page ABSENT_FOR after no sample of `series` (a selector) is left, for a series scraped
-    within ABSENT_SEEN (one never scraped, e.g. on its first cold start, pages no one)."""
-    return page_rule(name, f"absent({series}) and on() count(present_over_time({series}[{ABSENT_SEEN}]))",
-                     ABSENT_FOR, labels, summary, description)
+def seen_within(series: str) -> str:
+    """True (a one-element vector) while `series` has been scraped within ABSENT_SEEN."""
+    return f"count(present_over_time({series}[{ABSENT_SEEN}]))"
+
+
+def absent_rule(name: str, series: str, labels: dict[str, str], summary: str, description: str, *,
+                expected: str | None) -> dict[str, Any]:
+    """A page ABSENT_FOR after no sample of `series` (a selector) is left, while `expected` (a
+    vector expression, joined `on()`) says the series should be there. `seen_within(series)`
+    pages for a series scraped within ABSENT_SEEN only (one never scraped, e.g. on its first cold
+    start, pages no one), and so resolves ABSENT_SEEN into an outage however long it lasts. None:
+    whenever it is absent, for a series that exists from the moment the rule does."""
+    expr = f"absent({series})" + (f" and on() ({expected})" if expected is not None else "")
+    return page_rule(name, expr, ABSENT_FOR, labels, summary, description)
 
 
 def rule_body(metadata: dict[str, Any], group: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
@@ -109,4 +117,4 @@ def rule_body(metadata: dict[str, Any], group: str, rules: list[dict[str, Any]])
 
 __all__ = ["ABSENT_FOR", "ABSENT_SEEN", "ABSENT_SEVERITY", "BURN_ALERTS", "MIN_MISSES", "PROMETHEUS_RULE",
            "BurnAlert", "absent_rule", "burn_rule", "burn_threshold", "can_fire", "least_requests",
-           "page_rule", "rule_body", "windows"]
+           "page_rule", "rule_body", "seen_within", "windows"]

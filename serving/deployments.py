@@ -315,8 +315,7 @@ def slo_rule(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, Any]:
     """The model's latency SLO rules, on the series the PodMonitor scrapes (the operator loads
     rules from every namespace: components/addons.py opens its rule selector)."""
     return prometheus_rule(plan.model, cluster.namespace, plan.tier_spec,
-                           _meta(f"{plan.model}-slo", cluster.namespace, plan.model),
-                           overdue=overdue(plan))
+                           _meta(f"{plan.model}-slo", cluster.namespace, plan.model), *overdue(plan))
 
 
 WATCH_RULE = "rtip-models-watched"

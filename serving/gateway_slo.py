@@ -35,7 +35,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from serving.burn_alerts import ABSENT_FOR, BurnAlert, absent_rule, burn_rule, can_fire, rule_body, windows
+from serving.burn_alerts import (
+    ABSENT_FOR,
+    BurnAlert,
+    absent_rule,
+    burn_rule,
+    can_fire,
+    rule_body,
+    seen_within,
+    windows,
+)
 from serving.manifests import MANAGED
 from serving.netpol import GATEWAY_NAMESPACE
 
@@ -106,7 +115,7 @@ def prometheus_rule(gateway: str, availability: float) -> dict[str, Any]:
     alerts.append(absent_rule(
         ABSENT_ALERT, present, SLO_LABEL, "the gateway reports no metrics",
         f"No gateway proxy has been scraped for {ABSENT_FOR}: the front door is down, or Prometheus "
-        "cannot see it, and its availability alerts are blind."))
+        "cannot see it, and its availability alerts are blind.", expected=seen_within(present)))
     return rule_body(_meta(f"{gateway}-slo"), "gateway-availability-slo", [*records, *alerts])
 
 

@@ -36,10 +36,14 @@ its first token (`v1/engine/output_processor.py` `abort_requests`), so a fleet t
 nothing shows no misses, and with no request in a window the ratio is NaN and nothing fires.
 A model whose metrics vanish (every pod gone, or none scraped) would silence them too; it has an
 alert of its own, `RtipModelMetricsAbsent`, a page after ABSENT_FOR without a single pod's
-`vllm:num_requests_running`, for a model scraped within ABSENT_SEEN (a model still on its first
-cold start, 16 minutes end to end in the report FACTS.md section 7 cites, pages no one). Its
-replica floor is never zero (at least one a zone) and its PodDisruptionBudget lets one pod go at
-a time, so no rollout or drain empties it.
+`vllm:num_requests_running` while a predictor pod is Ready (kube-state-metrics: its readiness probe
+is vLLM's own health, so a Ready pod serves and exports; none scraped is a broken scrape, paged
+however long it lasts and from the model's first day) or the model was scraped within ABSENT_SEEN
+(every pod gone: `OVERDUE_ALERT` pages for the replacements that do not serve, and keeps paging
+after this one resolves). A model still on its first cold start (16 minutes end to end in the
+report FACTS.md section 7 cites) has no Ready pod and pages no one. Its replica floor is never
+zero (at least one a zone) and its PodDisruptionBudget lets one pod go at a time, so no rollout
+or drain empties it.
 An alert's long window must also hold requests from before its short window began: otherwise a
 new deployment's first minutes, all its windows hold, would read as a 3-day burn.
 """
@@ -62,6 +66,7 @@ from serving.burn_alerts import (
     least_requests,
     page_rule,
     rule_body,
+    seen_within,
     windows,
 )
 from serving.kube_names import NAME_ALPHABET, POD_CREATED, POD_DELETION, POD_PHASE, POD_READY
@@ -160,10 +165,10 @@ def alerts_that_can_fire(tier: TierSpec) -> tuple[tuple[BurnAlert, ...], tuple[B
 
 
 def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[str, Any],
-                    overdue: tuple[str, float] | None = None) -> dict[str, Any]:
+                    deployment: str, overdue_s: int) -> dict[str, Any]:
     """The PrometheusRule body of one model's latency SLO; its series are the model's pods in
-    `namespace`. `overdue`: the predictor Deployment's name and how long a replica may take to
-    serve, for `overdue_rule`."""
+    `namespace`, those of its predictor `deployment` in kube-state-metrics' series. `overdue_s`:
+    how long a replica may take to serve, for `overdue_rule`."""
     kept, _ = alerts_that_can_fire(tier)
     series = {"model": model, "tier": str(tier.tier)}
     records = [{"record": RECORD.format(window=w), "expr": error_ratio(model, namespace, tier, w),
@@ -180,16 +185,17 @@ def prometheus_rule(model: str, namespace: str, tier: TierSpec, metadata: dict[s
     alerts = [burn_rule(ALERT, a, tier.tail, lambda w: f'{RECORD.format(window=w)}{{model="{model}"}}',
                         lambda w, offset: requests_in(model, namespace, w, offset), series, words)
               for a in kept]
+    running = f"{RUNNING}{{{_selector(model, namespace)}}}"
+    ready = f'count({POD_READY}{{{_pods(namespace, deployment)},condition="true"}} == 1)'
     alerts.append(absent_rule(
-        ABSENT_ALERT, f"{RUNNING}{{{_selector(model, namespace)}}}", series,
-        f"{model} reports no metrics",
+        ABSENT_ALERT, running, series, f"{model} reports no metrics",
         f"No pod of {model} has been scraped for {ABSENT_FOR}: it serves nothing, or Prometheus "
-        f"cannot see it, and its latency alerts are blind."))
+        f"cannot see it, and its latency alerts are blind.",
+        expected=f"{ready} or {seen_within(running)}"))
     alerts.append(blind_rule(model, namespace, series))
     alerts.append(query_failing_rule(model, namespace, series))
-    if overdue is not None:
-        alerts.append(overdue_rule(model, namespace, *overdue, series))
-        alerts.append(replica_failure_rule(model, namespace, overdue[0], series))
+    alerts.append(overdue_rule(model, namespace, deployment, overdue_s, series))
+    alerts.append(replica_failure_rule(model, namespace, deployment, series))
     return rule_body(metadata, f"{model}-latency-slo", [*records, *alerts])
 
 
@@ -198,13 +204,16 @@ def watch_rule(namespace: str, metadata: dict[str, Any]) -> dict[str, Any]:
     `namespace`: without its pod series every model's `OVERDUE_ALERT` and `BLIND_ALERT` stay
     silent. One rule for the namespace, not one a model: the exporter runs one replica, so its
     loss takes every model's series at once, and a rule a model paged once for each (four pages
-    for one outage in prod). A model whose own pods alone are gone is `ABSENT_ALERT`'s."""
+    for one outage in prod). A model whose own pods alone are gone is `ABSENT_ALERT`'s. No
+    history condition: the rule is emitted only where a model's floor holds a pod in the
+    namespace (`components.models.models_watch`), so the series exists from the rule's first
+    evaluation on, and the page lasts as long as the exporter stays gone."""
     return rule_body(metadata, "models-watched", [absent_rule(
         UNWATCHED_ALERT, f'{POD_CREATED}{{namespace="{namespace}"}}', {},
         f"the pods of {namespace} are not watched",
         f"kube-state-metrics has exported no pod of namespace {namespace} for {ABSENT_FOR}: no model's "
         f"{OVERDUE_ALERT} or {BLIND_ALERT} can fire. Check the kube-state-metrics Deployment (one "
-        f"replica) and its scrape.")])
+        f"replica) and its scrape.", expected=None)])
 
 
 def query_failing_rule(model: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

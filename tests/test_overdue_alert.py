@@ -30,11 +30,9 @@ from serving.slo_rules import (
     UNWATCHED_ALERT,
     overdue_expr,
     overdue_rule,
-    prometheus_rule,
     replica_failure_rule,
     watch_rule,
 )
-from serving.tiers import TIERS
 from stacks.slo_alerts import first_fired_s
 from tests import promtool
 from tests.conftest import plan_of, record_of
@@ -197,17 +195,14 @@ def test_every_model_s_rule_pages_for_its_own_replicas_after_its_cold_start() ->
         assert f"< time() - {w} " in page["expr"] and page["labels"]["severity"] == "page"
 
 
-def test_a_rule_without_the_deployment_has_no_page() -> None:
-    rule = prometheus_rule("m", NS, TIERS["interactive"], {"name": "m-slo", "namespace": NS})
-    assert OVERDUE_ALERT not in {a.get("alert") for g in rule["spec"]["groups"] for a in g["rules"]}
-
-
 def test_kube_state_metrics_gone_pages_after_ten_minutes(tmp_path: Path) -> None:
     """Without kube-state-metrics no overdue page can fire, so the absence of its pod series in
     the models' namespace pages, once for the cluster: two models' pods exported to minute 20,
-    then nothing (the exporter gone): absent from 20, firing at 30 (ABSENT_FOR), one alert; a
-    restart that is back within 6 minutes pages no one; nor does one model's pods going while
-    another's are still exported (its metrics' own absence is another page's)."""
+    then nothing (the exporter gone): absent from 20, firing at 30 (ABSENT_FOR), one alert, and
+    still firing 7 hours on (no history condition to run out while the exporter stays gone); an
+    exporter that never exported pages at 10 minutes; a restart that is back within 6 minutes
+    pages no one; nor does one model's pods going while another's are still exported (its
+    metrics' own absence is another page's)."""
     rule = watch_rule(NS, {"name": "w", "namespace": NS})
     (page,) = rule["spec"]["groups"][0]["rules"]
     assert page["alert"] == UNWATCHED_ALERT
@@ -222,7 +217,10 @@ def test_kube_state_metrics_gone_pages_after_ten_minutes(tmp_path: Path) -> None
                                     for t, fired in expected]}
     both = ("m-predictor-7d9f8-bvc24", "n-predictor-5c6b7-xz2k4")
     tests = [case(dict.fromkeys(both, "0x19 stale"),
-                  [("19m", []), ("29m", []), ("30m", firing), ("40m", firing)]),
+                  [("19m", []), ("29m", []), ("30m", firing), ("40m", firing), ("7h30m", firing)]),
+             {"interval": "1m", "input_series": [],
+              "alert_rule_test": [{"eval_time": t, "alertname": UNWATCHED_ALERT, "exp_alerts": fired}
+                                  for t, fired in (("9m", []), ("10m", firing), ("8h", firing))]},
              case(dict.fromkeys(both, "0x19 stale _x5 0x20"), [(t, []) for t in ("25m", "30m", "40m")]),
              case({both[0]: "0x19 stale", both[1]: "0x40"}, [(t, []) for t in ("30m", "40m")])]
     done = promtool.run_rule_tests([{"name": "w", "rules": [page]}], tests, tmp_path)

@@ -47,7 +47,8 @@ NS = "rtip-models"
 
 
 def _rule(model: str, tier: TierSpec) -> dict[str, Any]:
-    return prometheus_rule(model, NS, tier, {"name": f"{model}-slo", "namespace": NS})
+    return prometheus_rule(model, NS, tier, {"name": f"{model}-slo", "namespace": NS},
+                           f"{model}-predictor", 900)
 
 
 def _groups(rule: dict[str, Any]) -> list[dict[str, Any]]:
@@ -249,8 +250,12 @@ def test_a_quiet_hour_does_not_page_on_a_few_slow_requests(tmp_path: Path) -> No
 
 def test_a_model_whose_metrics_vanish_pages_after_ten_minutes(tmp_path: Path) -> None:
     """Twenty minutes of scrapes, then none: Prometheus's 5-minute lookback keeps the last sample
-    until minute 25, `absent` holds from then, and the alert pages 10 minutes later, at 35. A
-    model first scraped at minute 30 (its first cold start) pages no one before."""
+    until minute 25, `absent` holds from then, and the alert pages 10 minutes later, at 35. With
+    no predictor pod Ready (kube-state-metrics' readiness series) it resolves once the last scrape
+    is 6 hours old (the replicas-overdue page carries on); with a pod Ready it keeps paging (a
+    broken scrape, not a model down), and a model whose Ready pods were never scraped pages at
+    10 minutes. A model first scraped at minute 30 (its first cold start: not Ready before) pages
+    no one before."""
     rule = _rule("m", TIERS["interactive"])
     sel = f'namespace="{NS}",model_name="m"'
     series = [{"series": f'vllm:num_requests_running{{{sel},pod="m-predictor-0"}}', "values": "3x20"}]
@@ -264,10 +269,19 @@ def test_a_model_whose_metrics_vanish_pages_after_ten_minutes(tmp_path: Path) ->
     test = {"interval": "1m", "input_series": series,
             "alert_rule_test": [{"eval_time": t, "alertname": ABSENT_ALERT, "exp_alerts": fired}
                                 for t, fired in (("24m", []), ("33m", []), ("37m", firing), ("60m", firing))]}
-    late = {"interval": "1m", "input_series": [{**series[0], "values": "_x29 3x30"}],
-            "alert_rule_test": [{"eval_time": t, "alertname": ABSENT_ALERT, "exp_alerts": []}
-                                for t in ("15m", "29m", "45m")]}
-    done = promtool.run_rule_tests(_groups(rule), [test, late], tmp_path)
+    # A name the predictor's ReplicaSet could give (Kubernetes' name alphabet), Ready or not.
+    ready = f'kube_pod_status_ready{{namespace="{NS}",pod="m-predictor-7d9f8-bvc24",condition="true"}}'
+
+    def case(running: str, readiness: str, expected: tuple[tuple[str, list], ...]) -> dict[str, Any]:
+        inputs = [{**series[0], "values": running}] if running else []
+        return {"interval": "1m", "input_series": [*inputs, {"series": ready, "values": readiness}],
+                "alert_rule_test": [{"eval_time": t, "alertname": ABSENT_ALERT, "exp_alerts": fired}
+                                    for t, fired in expected]}
+    down = case("3x20", "1x20 0x480", (("37m", firing), ("6h15m", firing), ("6h30m", [])))
+    blind = case("3x20", "1x480", (("37m", firing), ("6h30m", firing), ("7h", firing)))
+    never = case("", "1x60", (("9m", []), ("10m", firing), ("50m", firing)))
+    late = case("_x29 3x30", "0x29 1x30", (("15m", []), ("29m", []), ("45m", [])))
+    done = promtool.run_rule_tests(_groups(rule), [test, down, blind, never, late], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
