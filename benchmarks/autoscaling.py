@@ -367,7 +367,7 @@ def plan_for(platform: dict[str, Any], source: str, trace: Trace, name: str = "c
 def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
          policies: tuple[str, ...] = POLICIES, models: list[str] | None = None,
          zone_loss: bool = True, pool: Executor | None = None,
-         autoscale_offset_s: float = 0.0) -> list[dict[str, object]]:
+         autoscale_offset_s: float = 0.0, seed: int = 0) -> list[dict[str, object]]:
     out = []
     for tname, base in traces.items():
         plan = plans[tname]
@@ -376,7 +376,7 @@ def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
                 continue
             # Only the policies whose autoscaler reads Prometheus (`reads_scrapes`) read it late.
             dep = replace(deployment(plan, mp), autoscale_offset_s=autoscale_offset_s)
-            trace = trace_for(mp, base)
+            trace = trace_for(mp, base, seed=seed)
             trace = trace.window(0.0, window_s) if trace.duration_s > window_s else trace
             plan_gpu_h = math.inf
             for policy in policies:
@@ -410,10 +410,13 @@ def _line(r: dict[str, Any]) -> str:
             f"{reps['min']:>5}/{reps['mean']:>5.2f}/{reps['max']:<4} {tts['count']:>9} {ready:>8}")
 
 
-def out_path(offset_s: float) -> Path:
-    """Where a run writes by default: the freshest read's is the published table, a lagged
-    read's goes beside it, never over it."""
-    return OUT if offset_s == 0 else OUT.with_name(f"autoscaling_offset{offset_s:g}s.json")
+def out_path(offset_s: float, seed: int = 0, traces: tuple[str, ...] = tuple(TRACES)) -> Path:
+    """Where a run writes by default: the freshest read of the first draw of every trace is the
+    published table; a lagged read's, another draw's or fewer traces' goes beside it, never over
+    it."""
+    name = ("autoscaling" + ("" if set(traces) == set(TRACES) else "_" + "_".join(traces))
+            + (f"_offset{offset_s:g}s" if offset_s else "") + (f"_seed{seed}" if seed else ""))
+    return OUT.with_name(f"{name}.json")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -426,17 +429,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--autoscale-offset", type=float, default=0.0,
                     help="seconds after each scrape the autoscalers read (the simulator's default 0 is "
                          "the freshest read; a cluster's falls anywhere within a scrape interval)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="the rate scaling's draw (which requests a thinned or replicated bin keeps)")
+    ap.add_argument("--traces", default=",".join(TRACES), help="comma-separated: conv,code")
     args = ap.parse_args(argv)
+    names = [t for t in args.traces.split(",") if t]
+    if not names or not set(names) <= set(TRACES):
+        ap.error(f"--traces: one or more of {', '.join(TRACES)}, got {args.traces!r}")
     offset = args.autoscale_offset
     if not 0 <= offset < POLLING_INTERVAL_S:
         ap.error(f"--autoscale-offset: from 0 to under the scrape interval ({POLLING_INTERVAL_S} s), "
                  f"got {offset:g}")
     if args.out is None:
-        args.out = out_path(offset)
-    if args.plot is None and offset == 0:
+        args.out = out_path(offset, args.seed, tuple(names))
+    if args.plot is None and args.out == OUT:
         args.plot = PLOT
     config = load(args.stack)
-    traces = {name: load_azure_2023(path) for name, path in TRACES.items()}
+    traces = {name: load_azure_2023(TRACES[name]) for name in names}
     planned = {name: plan_for(config.platform, config.source, trace, name) for name, trace in traces.items()}
     plans = {name: plan for name, (plan, _) in planned.items()}
     print(HEADER)
@@ -444,9 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     # the workers start with the modules loaded; each job still pickles its deployment and trace).
     with ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
                              mp_context=multiprocessing.get_context("fork")) as pool:
-        result = rows(plans, traces, args.window, pool=pool, autoscale_offset_s=offset)
+        result = rows(plans, traces, args.window, pool=pool, autoscale_offset_s=offset, seed=args.seed)
     doc = {"stack": args.stack, "window_s": args.window, "router": "least-loaded",
-           "autoscale_offset_s": offset,
+           "autoscale_offset_s": offset, "seed": args.seed,
            "policies": {"plan": "the plan's ScaledObject", "static-peak": "max replicas",
                         "static-at-peak": "ceil(peak / sized rate) replicas, spread over the zones",
                         "keda-tutorial": f"waiting > {TUTORIAL_THRESHOLD}/replica, polling "

@@ -228,12 +228,13 @@ def select(plan: Plan, model: str | None) -> list[ModelRegionPlan]:
 SCALINGS = ("rate", "time")
 
 
-def trace_for(mp: ModelRegionPlan, trace: Trace, scaling: str = "rate") -> Trace:
+def trace_for(mp: ModelRegionPlan, trace: Trace, scaling: str = "rate", seed: int = 0) -> Trace:
     """`trace` scaled so its busiest minute is the model's peak_qps: by rate on the trace's own
     clock (the default: traffic then grows per real minute as it did, which is what the plan's
-    burst headroom is sized for), or by compressing time (every request kept, k times faster)."""
+    burst headroom is sized for; `seed` draws which requests a thinned or replicated bin keeps),
+    or by compressing time (every request kept, k times faster)."""
     if scaling == "rate":
-        return trace.rate_scaled_to_peak(mp.peak_qps)
+        return trace.rate_scaled_to_peak(mp.peak_qps, seed=seed)
     if scaling == "time":
         return trace.scaled_to_peak(mp.peak_qps)
     raise ValueError(f"trace scaling must be one of {', '.join(SCALINGS)}, got {scaling!r}")

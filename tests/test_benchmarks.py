@@ -100,6 +100,13 @@ def test_a_read_offset_outside_one_scrape_interval_is_refused_and_lands_beside_t
     assert bench.out_path(0.0) == bench.OUT
     assert bench.out_path(7.5).name == "autoscaling_offset7.5s.json"
     assert bench.out_path(14.0).parent == bench.OUT.parent
+    assert bench.out_path(0.0, 2).name == "autoscaling_seed2.json"
+    assert bench.out_path(7.5, 1).name == "autoscaling_offset7.5s_seed1.json"
+    assert bench.out_path(0.0, 1, ("conv",)).name == "autoscaling_conv_seed1.json"
+    assert bench.out_path(0.0, 0, ("code", "conv")) == bench.OUT
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--traces", "chat"])
+    assert stop.value.code == 2 and "--traces: one or more of conv, code" in capsys.readouterr().err
 
 
 def test_capacity_check_runs_one_replica_at_the_claimed_rate() -> None:
