@@ -83,6 +83,11 @@ CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
 GATEWAY_CLASS = "rtip"
 GATEWAY = "rtip-gateway"
 PROXY_CONFIG = "rtip-gateway-proxy"
+# The proxies' Deployment, named instead of Envoy Gateway's hashed default (v1.9.0
+# internal/infrastructure/kubernetes/proxy/resource_provider.go: `envoyDeployment.name` replaces
+# ExpectedResourceHashedName), so the gateway's metrics-absence page can ask kube-state-metrics
+# whether the proxies should exist (serving/gateway_slo.py).
+PROXY_DEPLOYMENT = "rtip-gateway-envoy"
 LISTENER = "https"
 # The AIGatewayRoute; the controller names the HTTPRoute it generates the same, in the same
 # namespace (ai_gateway_route.go syncAIGatewayRoute), which is what the policies target.
@@ -169,6 +174,7 @@ def envoy_proxy(cloud: Cloud, public: bool, replicas: int) -> dict[str, Any]:
                 "kubernetes": {
                     "envoyService": service,
                     "envoyDeployment": {
+                        "name": PROXY_DEPLOYMENT,
                         "replicas": replicas,
                         "container": {
                             "resources": {

@@ -42,9 +42,10 @@ from serving.burn_alerts import (
     burn_rule,
     can_fire,
     rule_body,
-    seen_within,
     windows,
 )
+from serving.gateway import PROXY_DEPLOYMENT
+from serving.kube_names import DEPLOYMENT_REPLICAS
 from serving.manifests import MANAGED
 from serving.netpol import GATEWAY_NAMESPACE
 
@@ -93,6 +94,15 @@ def pod_monitor(gateway: str) -> dict[str, Any]:
     }
 
 
+def proxies_wanted() -> str:
+    """While the proxies' Deployment asks for a replica (kube-state-metrics): the condition of the
+    metrics-absence page. Envoy serves its stats within seconds of starting, so ten minutes
+    without them while a proxy is wanted is the front door down or its scrape broken, paged for
+    as long as either lasts, from the first day; a removed gateway pages no one. (A condition on
+    the stats' own history would resolve the page 6 hours into an outage.)"""
+    return f'{DEPLOYMENT_REPLICAS}{{namespace="{GATEWAY_NAMESPACE}",deployment="{PROXY_DEPLOYMENT}"}} > 0'
+
+
 def prometheus_rule(gateway: str, availability: float) -> dict[str, Any]:
     """The gateway's availability SLO against `availability` (the strictest served tier's)."""
     budget = round(1.0 - availability, 10)
@@ -115,7 +125,7 @@ def prometheus_rule(gateway: str, availability: float) -> dict[str, Any]:
     alerts.append(absent_rule(
         ABSENT_ALERT, present, SLO_LABEL, "the gateway reports no metrics",
         f"No gateway proxy has been scraped for {ABSENT_FOR}: the front door is down, or Prometheus "
-        "cannot see it, and its availability alerts are blind.", expected=seen_within(present)))
+        "cannot see it, and its availability alerts are blind.", expected=proxies_wanted()))
     return rule_body(_meta(f"{gateway}-slo"), "gateway-availability-slo", [*records, *alerts])
 
 

@@ -16,6 +16,8 @@ the simulator that writes them.
   the Ready condition (one series per status, `condition` "true", "false", "unknown", once a
   kubelet has set it: an unscheduled pod has none) and the phase (one series per phase, 1 for the
   pod's own).
+- kube-state-metrics' `kube_deployment_spec_replicas{namespace, deployment}` (internal/store/
+  deployment.go): a Deployment's desired replicas, for as long as the object exists.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ POD_DELETION = "kube_pod_deletion_timestamp"
 POD_CREATED = "kube_pod_created"
 POD_READY = "kube_pod_status_ready"
 POD_PHASE = "kube_pod_status_phase"
+DEPLOYMENT_REPLICAS = "kube_deployment_spec_replicas"
 KSM_POD_SERIES = (POD_DELETION, POD_CREATED, POD_READY, POD_PHASE)  # the exporter's, not the pod's own
 
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -37,5 +40,5 @@ def predictor_name(isvc: str) -> str:
     return f"{isvc}-predictor"
 
 
-__all__ = ["HASH_CHARS", "KSM_POD_SERIES", "MAX_NAME", "NAME_ALPHABET", "POD_CREATED", "POD_DELETION",
-           "POD_PHASE", "POD_READY", "SUFFIX", "predictor_name"]
+__all__ = ["DEPLOYMENT_REPLICAS", "HASH_CHARS", "KSM_POD_SERIES", "MAX_NAME", "NAME_ALPHABET", "POD_CREATED",
+           "POD_DELETION", "POD_PHASE", "POD_READY", "SUFFIX", "predictor_name"]

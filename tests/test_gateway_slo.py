@@ -132,8 +132,10 @@ def test_five_percent_server_errors_page_when_the_workbook_says(tmp_path: Path) 
 
 
 def test_a_gateway_that_stops_reporting_pages(tmp_path: Path) -> None:
-    """Scraped for 20 minutes, then nothing: absent from minute 25 (the 5-minute lookback), paged
-    10 minutes later."""
+    """Scraped for 20 minutes, then nothing while the proxies' Deployment asks for 3 replicas:
+    absent from minute 25 (the 5-minute lookback), paged 10 minutes later and still 7 hours on;
+    never scraped at all: paged at 10 minutes; a gateway whose Deployment is gone (or asks for
+    none) pages no one."""
     rule = gateway_slo.prometheus_rule("rtip-gateway", AVAILABILITY["standard"])
     series = [{"series": 'envoy_http_downstream_rq_total{namespace="rtip-system",pod="proxy-0",'
                          'envoy_http_conn_manager_prefix="https-10443"}', "values": "0+100x20"}]
@@ -143,10 +145,19 @@ def test_a_gateway_that_stops_reporting_pages(tmp_path: Path) -> None:
                   "summary": "the gateway reports no metrics",
                   "description": ("No gateway proxy has been scraped for 10m: the front door is down, "
                                   "or Prometheus cannot see it, and its availability alerts are blind.")}}]
-    test = {"interval": "1m", "input_series": series,
-            "alert_rule_test": [{"eval_time": t, "alertname": gateway_slo.ABSENT_ALERT, "exp_alerts": f}
-                                for t, f in (("24m", []), ("33m", []), ("37m", fired))]}
-    done = promtool.run_rule_tests(rule["spec"]["groups"], [test], tmp_path)
+    # The name Envoy Gateway gives the Deployment is the EnvoyProxy's (serving/gateway.py).
+    wanted = 'kube_deployment_spec_replicas{namespace="rtip-system",deployment="rtip-gateway-envoy"}'
+
+    def case(stats: str, replicas: str, expected: tuple[tuple[str, list], ...]) -> dict[str, Any]:
+        inputs = [{**series[0], "values": stats}] if stats else []
+        return {"interval": "1m", "input_series": [*inputs, {"series": wanted, "values": replicas}],
+                "alert_rule_test": [{"eval_time": t, "alertname": gateway_slo.ABSENT_ALERT, "exp_alerts": f}
+                                    for t, f in expected]}
+    tests = [case("0+100x20", "3x480", (("24m", []), ("33m", []), ("37m", fired), ("7h", fired))),
+             case("", "3x60", (("9m", []), ("10m", fired), ("50m", fired))),
+             case("0+100x20", "3x20", (("37m", []), ("2h", []))),
+             case("", "0x60", (("10m", []), ("50m", [])))]
+    done = promtool.run_rule_tests(rule["spec"]["groups"], tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
