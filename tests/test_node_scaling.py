@@ -5,8 +5,14 @@ consolidateAfter of the pool's Karpenter NodePool as emitted."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
+import pytest
+
+import components.azure.cluster as aks
 from rtip.deploycheck.graph import cluster_of
+from serving.hardware import Cloud
+from serving.nodescaling import NODE_AUTOSCALER
 from stacks.simulation import deployment
 from tests.conftest import plan_of, record_of
 
@@ -55,3 +61,17 @@ def test_the_simulator_keeps_an_empty_node_as_its_cluster_does() -> None:
             assert ttl == UPSTREAM_UNNEEDED_S, mp.model
         checked[cloud] += 1
     assert all(checked.values()), checked
+
+
+def test_the_aks_wait_is_written_in_whole_minutes_or_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AKS takes scale-down-unneeded-time in whole minutes ('10m', its reference): the row's
+    seconds become minutes, and a row whose wait is no whole number of minutes, or that states
+    none, stops the program with the file to fix rather than emitting a value AKS refuses."""
+    row = NODE_AUTOSCALER[Cloud.AZURE]
+    for seconds, written in ((600.0, "10m"), (660.0, "11m"), (3600.0, "60m")):
+        monkeypatch.setitem(NODE_AUTOSCALER, Cloud.AZURE, replace(row, empty_node_s=seconds))
+        assert aks._aks_unneeded_time() == written
+    for bad in (90.0, None):
+        monkeypatch.setitem(NODE_AUTOSCALER, Cloud.AZURE, replace(row, empty_node_s=bad))
+        with pytest.raises(RuntimeError, match=r"serving/nodescaling.py: the AKS row's empty_node_s"):
+            aks._aks_unneeded_time()
