@@ -178,13 +178,17 @@ def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(mon
     found = check_query_series(record)
     # One warning a ScaledObject (its query's deletion timestamps) and one a model's
     # PrometheusRule, however many kube-state-metrics series its rules select (five: the pods'
-    # Ready condition, phase and creation, the Deployment's and the HPA's conditions), and one a
-    # cluster's watch rule (the pods' creation).
+    # Ready condition, phase and creation, the Deployment's and the HPA's conditions), one a
+    # cluster's watch rule (the pods' creation) and one a cluster's gateway rule (the proxies'
+    # Deployment's replicas).
     from serving.deployments import WATCH_RULE
 
-    watches = [r for r in record.resources if r.inputs.get("kind") == "PrometheusRule"
-               and r.inputs["metadata"]["name"] == WATCH_RULE]
-    assert watches
+    rules = [r for r in record.resources if r.inputs.get("kind") == "PrometheusRule"]
+    watches = [r for r in rules if r.inputs["metadata"]["name"] == WATCH_RULE]
+    gateways = [r for r in rules if any(a.get("alert") == "RtipGatewayMetricsAbsent"
+                                        for g in r.inputs["spec"]["groups"] for a in g["rules"])]
+    assert watches and len(gateways) == len(watches)
     assert len([f for f in found if f.check == "autoscaling"]) == _scaled_objects(record)
-    assert len([f for f in found if f.check == "alerts"]) == _scaled_objects(record) + len(watches)
+    assert len([f for f in found if f.check == "alerts"]) == (_scaled_objects(record) + len(watches)
+                                                              + len(gateways))
     assert all(f.severity == "warning" and "not the 0.0.0" in f.message for f in found)
