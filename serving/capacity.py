@@ -209,10 +209,15 @@ class RegionReplicas:
 
 
 def _spread(replicas: int, zones: int) -> int:
-    """Replicas over `zones` so that losing any one zone keeps `replicas` running."""
+    """The fewest replicas over `zones` that keep `replicas` running with any one zone lost.
+
+    The zone spread (maxSkew 1, serving/_model_pod.py) puts at most ceil(R / Z) of R in a zone,
+    so the worst loss leaves R - ceil(R / Z) = floor(R (Z - 1) / Z); the fewest R leaving
+    `replicas` is ceil(replicas Z / (Z - 1)), as the autoscaling query's zone branch asks
+    (serving/zone_branch.py). Not a multiple of Z: 3 survivors need 5 (2/2/1), not 6."""
     if zones <= 1:
         return replicas
-    return math.ceil(replicas / (zones - 1)) * zones
+    return -(-replicas * zones // (zones - 1))
 
 
 def lost_zone_room(floor: int, zones: int) -> int:
@@ -267,7 +272,8 @@ def region_replicas(
     else:
         headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
     needed = math.ceil(peak_qps / replica_qps - 1e-9)
-    high = _spread(math.ceil(peak_qps * (1 + headroom) / replica_qps - 1e-9), zones)
+    # At least one replica a zone, the ceiling too: the fewest survivors can leave a zone empty.
+    high = max(zones, _spread(math.ceil(peak_qps * (1 + headroom) / replica_qps - 1e-9), zones))
     low = min(high, max(zones, _spread(math.ceil(peak_qps * min(headroom, 1.0) / replica_qps), zones)))
     high = max(high, low + lost_zone_room(low, zones))
     return RegionReplicas(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,12 +77,14 @@ def test_growth_rate_sets_the_headroom() -> None:
     assert default.headroom == tier.burst_headroom and "burst_headroom" in default.headroom_source
     grown = region_replicas(10, 1.0, 3, tier, 900, growth_per_s=0.001)
     assert grown.headroom == pytest.approx(0.9)
-    assert grown.max_replicas == 3 * math.ceil(19 / 2)
+    # 19 survivors of the fullest zone: 29 leaves 29 - ceil(29 / 3) = 19, 28 leaves 18.
+    assert grown.max_replicas == 29
 
 
 def test_zone_surplus_formula() -> None:
-    r = region_replicas(10, 1.0, 3, TIERS[Tier.BATCH], 10)  # 10 x 1.1 = 11 -> ceil(11 / 2) x 3
-    assert (r.needed_at_peak, r.per_zone_max, r.max_replicas) == (10, 6, 18)
+    # 10 x 1.1 = 11 survivors: 17 over 3 zones is 6/6/5 and leaves 11; 16 (6/5/5) leaves 10.
+    r = region_replicas(10, 1.0, 3, TIERS[Tier.BATCH], 10)
+    assert (r.needed_at_peak, r.per_zone_max, r.max_replicas) == (10, 6, 17)
     single = region_replicas(10, 1.0, 1, TIERS[Tier.BATCH], 10)
     assert not single.survives_zone_loss and single.max_replicas == 11
 
@@ -96,8 +96,8 @@ def test_a_floor_that_is_also_the_peak_keeps_a_zone_of_room() -> None:
     r = region_replicas(1, 10.0, 3, TIERS[Tier.BATCH], 10)
     assert (r.min_replicas, r.max_replicas, r.per_zone_max) == (3, 4, 2)
     assert r.capacity_qps(10.0, zones_lost=1) == 20.0
-    # Where the spread already leaves that room, max is the spread's: 18 over a floor of 3.
-    assert region_replicas(10, 1.0, 3, TIERS[Tier.BATCH], 10).max_replicas == 18
+    # Where the spread already leaves that room, max is the spread's: 17 over a floor of 3.
+    assert region_replicas(10, 1.0, 3, TIERS[Tier.BATCH], 10).max_replicas == 17
     # One zone: nothing to fail over to, so no room is added.
     assert region_replicas(1, 10.0, 1, TIERS[Tier.BATCH], 10).max_replicas == 1
 
@@ -109,7 +109,11 @@ def test_capacity_covers_peak_with_one_zone_lost(peak, rate, zones, tier, cold, 
     r = region_replicas(peak, rate, zones, tier, cold, growth)
     assert r.capacity_qps(rate, zones_lost=1) >= peak * (1 - 1e-9)
     assert r.capacity_qps(rate) >= peak * (1 + r.headroom) * (1 - 1e-9)
-    assert zones <= r.min_replicas <= r.max_replicas and r.min_replicas % zones == 0
+    assert zones <= r.min_replicas <= r.max_replicas
+    # The floor's survivors of its fullest zone carry the headroom's share of peak.
+    survivors = r.min_replicas - -(-r.min_replicas // zones)
+    held = min(peak * min(r.headroom, 1.0), r.capacity_qps(rate, zones_lost=1))
+    assert survivors * rate >= held * (1 - 1e-9)
     # Room for the lost-pod term: a zone's share of the floor above it.
     assert r.max_replicas - r.min_replicas >= -(-r.min_replicas // zones)
     assert r.per_zone_max * zones >= r.max_replicas > (r.per_zone_max - 1) * zones
