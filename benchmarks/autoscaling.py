@@ -8,8 +8,9 @@ region of each model), under:
 - static-peak: static provisioning at the plan's max replicas (peak, the lag headroom and the
   zone surplus): the denominator of the issue's 0.7x target;
 - static-at-peak: static provisioning at the replicas peak needs at the sized rate, spread over
-  the zones (ceil(peak / rate), rounded up to a multiple of the zones, at least min), with no
-  headroom and no zone surplus: what a fixed fleet sized by hand for the peak would run;
+  the zones (ceil(peak / rate), rounded up to a multiple of the zones, at least min and at most
+  max, which need not be one), with no headroom and no zone surplus: what a fixed fleet sized by
+  hand for the peak would run;
 - keda-tutorial: KEDA on `sum(vllm:num_requests_waiting)` with the vLLM production-stack
   tutorial's settings, threshold 5 and polling 15 s, the HPA's default behavior, no fallback;
 - hpa-gpu: an HPA on GPU utilisation (busy share) at a 70 % target with the default behavior;
@@ -433,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the rate scaling's draw (which requests a thinned or replicated bin keeps)")
     ap.add_argument("--traces", default=",".join(TRACES), help="comma-separated: conv,code")
     args = ap.parse_args(argv)
-    names = [t for t in args.traces.split(",") if t]
+    names = list(dict.fromkeys(t for t in args.traces.split(",") if t))
     if not names or not set(names) <= set(TRACES):
         ap.error(f"--traces: one or more of {', '.join(TRACES)}, got {args.traces!r}")
     offset = args.autoscale_offset
@@ -442,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"got {offset:g}")
     if args.out is None:
         args.out = out_path(offset, args.seed, tuple(names))
-    if args.plot is None and args.out == OUT:
+    if args.plot is None and args.out.resolve() == OUT:
         args.plot = PLOT
     config = load(args.stack)
     traces = {name: load_azure_2023(TRACES[name]) for name in names}

@@ -110,16 +110,18 @@ class Platform(pulumi.ComponentResource):
             # they wait for it (and only it turns their logging on).
             logs = RequestLogs(f"{region.cluster}-logs", cluster, plan.posture, opts=on_cluster,
                                store=stores[region.name], digests=plan.spec.registries.digests)
-            for model in region.models:
-                ModelDeployment(f"{region.cluster}-model-{model.model}", model, cluster.facts,
-                                addons.releases, models_ns, opts=on_cluster,
-                                store=stores[region.name], digests=plan.spec.registries.digests,
-                                log_requests_to=logs.release if plan.posture.request_logs else None)
-            # Only where a floor keeps a model pod in the namespace: the watch pages on the
-            # namespace's pod series being absent, with no history condition.
-            if any(m.min_replicas for m in region.models):
-                models_watch(f"{region.cluster}-models-watch", cluster.facts, addons.releases, models_ns,
-                             opts=on_cluster)
+            deployed = [ModelDeployment(f"{region.cluster}-model-{model.model}", model, cluster.facts,
+                                        addons.releases, models_ns, opts=on_cluster,
+                                        store=stores[region.name], digests=plan.spec.registries.digests,
+                                        log_requests_to=logs.release if plan.posture.request_logs else None)
+                        for model in region.models]
+            # The watch pages on the namespace's pod series being absent, with no history
+            # condition, so it comes after the models whose floors (at least 1 each) keep a pod
+            # there: KServe creates their predictors' pods within seconds of them, while a first
+            # `pulumi up` stopped before them would otherwise leave it paging an empty namespace.
+            if deployed:
+                models_watch(f"{region.cluster}-models-watch", cluster.facts, addons.releases,
+                             [*models_ns, *deployed], opts=on_cluster)
             # The front door last: its pools select the model servers deployed above.
             Gateway(f"{region.cluster}-gateway", cluster.facts, plan.posture, plan.spec.tenants,
                     self.tenant_keys, [m.model for m in region.models], addons.releases,

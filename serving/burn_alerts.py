@@ -27,7 +27,7 @@ PROMETHEUS_RULE = ("monitoring.coreos.com/v1", "PrometheusRule")
 MIN_MISSES = 10  # an alert's long window must hold this many misses' worth of requests
 ABSENT_FOR = "10m"
 ABSENT_SEVERITY = "page"  # metrics gone is no slow burn: someone must look now
-ABSENT_SEEN = "6h"  # an absent page needs the series to have been scraped within this
+ABSENT_SEEN = "6h"  # `seen_within`: how recently a series must have been scraped for its absence to page
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ Why ONE AIGatewayRoute (`rtip-models`) for every model, routed on the model name
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -83,11 +84,6 @@ CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
 GATEWAY_CLASS = "rtip"
 GATEWAY = "rtip-gateway"
 PROXY_CONFIG = "rtip-gateway-proxy"
-# The proxies' Deployment, named instead of Envoy Gateway's hashed default (v1.9.0
-# internal/infrastructure/kubernetes/proxy/resource_provider.go: `envoyDeployment.name` replaces
-# ExpectedResourceHashedName), so the gateway's metrics-absence page can ask kube-state-metrics
-# whether the proxies should exist (serving/gateway_slo.py).
-PROXY_DEPLOYMENT = "rtip-gateway-envoy"
 LISTENER = "https"
 # The AIGatewayRoute; the controller names the HTTPRoute it generates the same, in the same
 # namespace (ai_gateway_route.go syncAIGatewayRoute), which is what the policies target.
@@ -137,6 +133,20 @@ def _meta(name: str, namespace: str | None = GATEWAY_NAMESPACE, **labels: str) -
     return meta
 
 
+def proxy_deployment(namespace: str = GATEWAY_NAMESPACE, gateway: str = GATEWAY) -> str:
+    """The name Envoy Gateway v1.9.0 gives a Gateway's proxy Deployment where the EnvoyProxy
+    names none (ours does not: renaming it would make Envoy Gateway delete the running proxies
+    before the new ones serve, `infra_client.go` DeleteAllExcept): `envoy-` and `<namespace>/<name>`
+    with '/' as '-', cut to 48 characters, then the first 8 hex digits of that key's SHA-256
+    (`proxy/resource.go` ExpectedResourceHashedName, `utils/misc.go` GetHashedName), in the
+    controller's namespace (gateways not merged, the chart's ControllerNamespace mode)."""
+    key = f"{namespace}/{gateway}"
+    name = key.replace("/", "-")
+    if len(name) > 48:
+        name = name[:48].removesuffix("-")
+    return f"envoy-{name}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
 def gateway_class() -> dict[str, Any]:
     return {
         "apiVersion": GATEWAY_API,
@@ -174,7 +184,6 @@ def envoy_proxy(cloud: Cloud, public: bool, replicas: int) -> dict[str, Any]:
                 "kubernetes": {
                     "envoyService": service,
                     "envoyDeployment": {
-                        "name": PROXY_DEPLOYMENT,
                         "replicas": replicas,
                         "container": {
                             "resources": {

@@ -44,7 +44,7 @@ from serving.burn_alerts import (
     rule_body,
     windows,
 )
-from serving.gateway import PROXY_DEPLOYMENT
+from serving.gateway import proxy_deployment
 from serving.kube_names import DEPLOYMENT_REPLICAS
 from serving.manifests import MANAGED
 from serving.netpol import GATEWAY_NAMESPACE
@@ -100,7 +100,7 @@ def proxies_wanted() -> str:
     without them while a proxy is wanted is the front door down or its scrape broken, paged for
     as long as either lasts, from the first day; a removed gateway pages no one. (A condition on
     the stats' own history would resolve the page 6 hours into an outage.)"""
-    return f'{DEPLOYMENT_REPLICAS}{{namespace="{GATEWAY_NAMESPACE}",deployment="{PROXY_DEPLOYMENT}"}} > 0'
+    return f'{DEPLOYMENT_REPLICAS}{{namespace="{GATEWAY_NAMESPACE}",deployment="{proxy_deployment()}"}} > 0'
 
 
 def prometheus_rule(gateway: str, availability: float) -> dict[str, Any]:

@@ -20,11 +20,11 @@ between 1.0 and 2.5, the interactive 30 ms TPOT between 0.025 and 0.05) no readi
 histogram is exact: a fleet near its sized rate puts most requests just under the target, and a
 decode-overloaded one just over it, inside the same bucket. A request is counted a miss past the
 bound below the target, so the ratio never reads low: it errs towards paging. Measured on the
-prod 8B (interactive) at its floor of 12 replicas, 10 minutes of Poisson traffic at 1.0 / 1.2 /
-1.3 / 1.4 / 1.6x its sized rate: the requests really missing a target are 0 / 0.14 / 0.80 / 9.6 /
-96 %; this ratio reads 0.2 / 7.2 / 48 / 93 / 99 % (the whole run, at 585 s). The bound above the
-target reads 0 % at every one of those loads (TPOT stays under 50 ms), so it would never page on
-the 8B's decode overload; interpolating inside the bucket reads 7.0 % at 1.2x and 38 % at 1.3x,
+prod 8B (interactive) at its floor of 11 replicas, 10 minutes of Poisson traffic at 1.0 / 1.2 /
+1.3 / 1.4 / 1.6x its sized rate: the requests really missing a target are 0.01 / 0.17 / 0.56 /
+11.1 / 96 %; this ratio reads 0.14 / 8.4 / 50 / 91 / 99 % (the whole run, at 585 s). The bound
+above the target reads 0 % at every one of those loads (TPOT stays under 50 ms), so it would never
+page on the 8B's decode overload; interpolating inside the bucket reads 6.5 % at 1.2x and 40 % at 1.3x,
 neither bound (benchmarks/alert_reading.py measures all three). The plan's tier table shows where
 each target is read. `le` is matched as
 prometheus_client writes it (`1.0`), which Prometheus 2 keeps and Prometheus 3 normalises to.
@@ -205,9 +205,9 @@ def watch_rule(namespace: str, metadata: dict[str, Any]) -> dict[str, Any]:
     silent. One rule for the namespace, not one a model: the exporter runs one replica, so its
     loss takes every model's series at once, and a rule a model paged once for each (four pages
     for one outage in prod). A model whose own pods alone are gone is `ABSENT_ALERT`'s. No
-    history condition: the rule is emitted only where a model's floor holds a pod in the
-    namespace (`components.models.models_watch`), so the series exists from the rule's first
-    evaluation on, and the page lasts as long as the exporter stays gone."""
+    history condition: the rule is applied after the cluster's models (components/platform.py),
+    whose floors (at least 1: the stack refuses 0) keep a pod in the namespace, so the series
+    exists from its first evaluations on, and the page lasts as long as the exporter stays gone."""
     return rule_body(metadata, "models-watched", [absent_rule(
         UNWATCHED_ALERT, f'{POD_CREATED}{{namespace="{namespace}"}}', {},
         f"the pods of {namespace} are not watched",

@@ -217,7 +217,8 @@ RegionSpec = Annotated[AwsRegion | GcpRegion | AzureRegion, Field(discriminator=
 class ReplicaBounds(_Spec):
     """Replica bounds that override the planner's sizing (the replicas are still packed onto pools)."""
 
-    min: Count = Field(ge=0, description="Replicas at least, over all zones of a region.")
+    min: Count = Field(ge=1, description="Replicas at least, over all zones of a region; at least 1 "
+                       "(a fleet at zero answers only after a cold start, which no tier allows).")
     max: Count = Field(ge=1, description=(
         "Replicas at most, over all zones of a region; not below min. With several zones, keep at "
         "least min + ceil(min / zones): the autoscaler replaces a lost zone's pods early only "

@@ -87,6 +87,7 @@ CASES = [
     (["environment"], "qa", "rtip:platform.environment", "'dev', 'staging' or 'prod'"),
     (["regions", 0, "gpu_pools", 0, "min_nodes"], 9, "rtip:platform.regions[0].gpu_pools[0].min_nodes",
      "above max_nodes"),
+    (["models", 0, "replicas"], {"min": 0, "max": 4}, "rtip:platform.models[0].replicas.min", "at least 1"),
 ]
 
 

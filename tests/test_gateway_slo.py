@@ -145,8 +145,10 @@ def test_a_gateway_that_stops_reporting_pages(tmp_path: Path) -> None:
                   "summary": "the gateway reports no metrics",
                   "description": ("No gateway proxy has been scraped for 10m: the front door is down, "
                                   "or Prometheus cannot see it, and its availability alerts are blind.")}}]
-    # The name Envoy Gateway gives the Deployment is the EnvoyProxy's (serving/gateway.py).
-    wanted = 'kube_deployment_spec_replicas{namespace="rtip-system",deployment="rtip-gateway-envoy"}'
+    # Envoy Gateway's name for the proxies of Gateway rtip-system/rtip-gateway: envoy-, the key
+    # with '-' for '/', and sha256("rtip-system/rtip-gateway")[:8] = 1b2d4c45, by hand.
+    wanted = ('kube_deployment_spec_replicas{namespace="rtip-system",'
+              'deployment="envoy-rtip-system-rtip-gateway-1b2d4c45"}')
 
     def case(stats: str, replicas: str, expected: tuple[tuple[str, list], ...]) -> dict[str, Any]:
         inputs = [{**series[0], "values": stats}] if stats else []
@@ -159,6 +161,20 @@ def test_a_gateway_that_stops_reporting_pages(tmp_path: Path) -> None:
              case("", "0x60", (("10m", []), ("50m", [])))]
     done = promtool.run_rule_tests(rule["spec"]["groups"], tests, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_proxy_deployment_is_named_as_envoy_gateway_names_it() -> None:
+    """Envoy Gateway v1.9.0's own docs list the proxies of Gateway default/eg as
+    `envoy-default-eg-e41e7b31` (site/content/en/latest/tasks/operations/deployment-mode.md);
+    a key past 48 characters is cut there, without a trailing '-'; and the EnvoyProxy names no
+    Deployment, so the running proxies keep theirs."""
+    from serving.gateway import envoy_proxy, proxy_deployment
+    from serving.hardware import Cloud
+
+    assert proxy_deployment("default", "eg") == "envoy-default-eg-e41e7b31"
+    long = proxy_deployment("n" * 30, "g" * 30)
+    assert long.startswith("envoy-" + "n" * 30 + "-" + "g" * 17 + "-") and len(long) == 6 + 48 + 9
+    assert "name" not in envoy_proxy(Cloud.AWS, False, 2)["spec"]["provider"]["kubernetes"]["envoyDeployment"]
 
 
 def test_gateway_pages_reach_the_page_webhook(tmp_path: Path) -> None:

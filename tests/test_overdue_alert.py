@@ -228,8 +228,8 @@ def test_kube_state_metrics_gone_pages_after_ten_minutes(tmp_path: Path) -> None
 
 
 def test_one_rule_a_cluster_watches_the_models_pods() -> None:
-    """prod: one watch rule on each cluster that serves models, in the models' namespace, and no
-    model's own rule repeats it."""
+    """prod: one watch rule on each cluster that serves models, in the models' namespace, applied
+    after that cluster's InferenceServices, and no model's own rule repeats it."""
     from rtip.deploycheck.graph import cluster_of
     from serving.deployments import WATCH_RULE
 
@@ -240,6 +240,11 @@ def test_one_rule_a_cluster_watches_the_models_pods() -> None:
                if r.inputs.get("kind") == "InferenceService"}
     assert sorted(cluster_of(record, w).urn for w in watches) == sorted(serving)
     assert all(w.inputs["metadata"]["namespace"] == NS for w in watches)
+    # Applied after every model of its cluster (it has no history condition to wait with).
+    for w in watches:
+        isvcs = {r.urn for r in record.resources if r.inputs.get("kind") == "InferenceService"
+                 and cluster_of(record, r).urn == cluster_of(record, w).urn}
+        assert isvcs and isvcs <= set(w.dependencies), w.name
     named = [a.get("alert") for r in rules if r not in watches
              for g in r.inputs["spec"]["groups"] for a in g["rules"]]
     assert UNWATCHED_ALERT not in named and named.count(OVERDUE_ALERT) >= len(serving)
