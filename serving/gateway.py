@@ -133,7 +133,7 @@ def _meta(name: str, namespace: str | None = GATEWAY_NAMESPACE, **labels: str) -
     return meta
 
 
-def proxy_deployment(namespace: str = GATEWAY_NAMESPACE, gateway: str = GATEWAY) -> str:
+def proxy_deployment(namespace: str, gateway: str) -> str:
     """The name Envoy Gateway v1.9.0 gives a Gateway's proxy Deployment where the EnvoyProxy
     names none (ours does not: renaming it would make Envoy Gateway delete the running proxies
     before the new ones serve, `infra_client.go` DeleteAllExcept): `envoy-` and `<namespace>/<name>`

@@ -94,13 +94,15 @@ def pod_monitor(gateway: str) -> dict[str, Any]:
     }
 
 
-def proxies_wanted() -> str:
-    """While the proxies' Deployment asks for a replica (kube-state-metrics): the condition of the
-    metrics-absence page. Envoy serves its stats within seconds of starting, so ten minutes
+def proxies_wanted(gateway: str) -> str:
+    """While the proxies' Deployment of Gateway `gateway` asks for a replica (kube-state-metrics):
+    the condition of the metrics-absence page (its name checked by rtip/deploycheck/proxy_name.py).
+    Envoy serves its stats within seconds of starting, so ten minutes
     without them while a proxy is wanted is the front door down or its scrape broken, paged for
     as long as either lasts, from the first day; a removed gateway pages no one. (A condition on
     the stats' own history would resolve the page 6 hours into an outage.)"""
-    return f'{DEPLOYMENT_REPLICAS}{{namespace="{GATEWAY_NAMESPACE}",deployment="{proxy_deployment()}"}} > 0'
+    deployment = proxy_deployment(GATEWAY_NAMESPACE, gateway)
+    return f'{DEPLOYMENT_REPLICAS}{{namespace="{GATEWAY_NAMESPACE}",deployment="{deployment}"}} > 0'
 
 
 def prometheus_rule(gateway: str, availability: float) -> dict[str, Any]:
@@ -125,7 +127,7 @@ def prometheus_rule(gateway: str, availability: float) -> dict[str, Any]:
     alerts.append(absent_rule(
         ABSENT_ALERT, present, SLO_LABEL, "the gateway reports no metrics",
         f"No gateway proxy has been scraped for {ABSENT_FOR}: the front door is down, or Prometheus "
-        "cannot see it, and its availability alerts are blind.", expected=proxies_wanted()))
+        "cannot see it, and its availability alerts are blind.", expected=proxies_wanted(gateway)))
     return rule_body(_meta(f"{gateway}-slo"), "gateway-availability-slo", [*records, *alerts])
 
 
