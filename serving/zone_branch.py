@@ -7,7 +7,8 @@ import math
 
 # The zone branch's fit of the completion rate (`predicted_load`). On three draws of both Azure
 # traces the 5-minute fit passed every checklist item on every run, on 1.2-7.7 % fewer slice
-# GPU-hours than the stated growth on the conversation runs and never more node GPU-hours; the
+# GPU-hours than the stated growth on the conversation runs, node GPU-hours from 5.9 % fewer to
+# 0.04 % more (the 70B's code run on the second draw); the
 # 10-minute fit failed a 70B zone-loss moment on one draw, the 20-minute one on every draw
 # (benchmarks/predictive.py, results/predictive*.json).
 PREDICT_WINDOW = "5m"
@@ -28,7 +29,8 @@ def zone_query(in_flight: str, load: str, per_survivor: float, ceiling: float, z
     guarantee holds for a fleet the branch scales up, not for one that reaches R - 1 another way
     (the in-flight branch, a scale-in). An explicit `ceil` would not close it (R / (R - 1) is
     under 1.1 from R = 12), and on the Azure traces cost the 70B's code run 76.02 slice GPU-hours
-    against 68.90 with no checklist item changing (with the stated growth:
+    against 68.90 with no checklist item changing (with the stated growth, at the former
+    whole-zone bounds:
     benchmarks/results/zone_branch_explicit_ceil.json); a zero scale-up tolerance needs the HPA's
     `tolerance` field (HPAConfigurableTolerance, alpha in Kubernetes 1.33)."""
     survivors = f"ceil({survivor_share(load, per_survivor, ceiling)})"
