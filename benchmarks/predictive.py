@@ -1,5 +1,6 @@
 """Does a predictive growth term earn its keep? The plan's zone branch holds survivors for the load
-and the stack's stated growth over one cold start (rate x (1 + h)). This replays both Azure
+a cold start ahead, a 5-minute fit capped at the stack's stated growth (rate x (1 + h)), the term
+this benchmark chose on three draws. This replays both Azure
 traces, as `benchmarks/autoscaling.py` plans and scales them, through the plan's ScaledObject with
 that branch's growth term replaced:
 
