@@ -133,18 +133,23 @@ def _meta(name: str, namespace: str | None = GATEWAY_NAMESPACE, **labels: str) -
     return meta
 
 
+def hashed_name(ns_name: str, length: int) -> str:
+    """Envoy Gateway's partly hashed name for a `<namespace>/<name>` key (v1.9.0 `utils/misc.go`
+    GetHashedName): the key with '/' as '-', cut to `length` characters without a trailing '-'
+    where longer, then '-' and the first 8 hex digits of the whole key's SHA-256."""
+    name = ns_name.replace("/", "-")
+    if 0 < length < len(name):
+        name = name[:length].removesuffix("-")
+    return f"{name}-{hashlib.sha256(ns_name.encode()).hexdigest()[:8]}"
+
+
 def proxy_deployment(namespace: str, gateway: str) -> str:
     """The name Envoy Gateway v1.9.0 gives a Gateway's proxy Deployment where the EnvoyProxy
     names none (ours does not: renaming it would make Envoy Gateway delete the running proxies
-    before the new ones serve, `infra_client.go` DeleteAllExcept): `envoy-` and `<namespace>/<name>`
-    with '/' as '-', cut to 48 characters, then the first 8 hex digits of that key's SHA-256
-    (`proxy/resource.go` ExpectedResourceHashedName, `utils/misc.go` GetHashedName), in the
-    controller's namespace (gateways not merged, the chart's ControllerNamespace mode)."""
-    key = f"{namespace}/{gateway}"
-    name = key.replace("/", "-")
-    if len(name) > 48:
-        name = name[:48].removesuffix("-")
-    return f"envoy-{name}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    before the new ones serve, `infra_client.go` DeleteAllExcept): `envoy-` and the hashed name
+    of `<namespace>/<name>` cut at 48 characters (`proxy/resource.go` ExpectedResourceHashedName),
+    in the controller's namespace (gateways not merged, the chart's ControllerNamespace mode)."""
+    return f"envoy-{hashed_name(f'{namespace}/{gateway}', 48)}"
 
 
 def gateway_class() -> dict[str, Any]:

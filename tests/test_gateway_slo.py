@@ -177,6 +177,19 @@ def test_the_proxy_deployment_is_named_as_envoy_gateway_names_it() -> None:
     assert "name" not in envoy_proxy(Cloud.AWS, False, 2)["spec"]["provider"]["kubernetes"]["envoyDeployment"]
 
 
+@pytest.mark.parametrize(("key", "length", "expected"), [
+    ("http", 6, "http-e0603c49"),
+    ("namespace/name", 10, "namespace-18a6500f"),
+    ("envoy-gateway-system/eg/http", 6, "envoy-2ecf157b"),
+])
+def test_hashed_names_match_envoy_gateways_own_cases(key: str, length: int, expected: str) -> None:
+    """The cases of Envoy Gateway's `internal/utils/misc_test.go` TestGetHashedName: a key no
+    longer than the cut, one whose cut ends in '-', and one cut inside a '/'."""
+    from serving.gateway import hashed_name
+
+    assert hashed_name(key, length) == expected
+
+
 def test_gateway_pages_reach_the_page_webhook(tmp_path: Path) -> None:
     config = _alertmanager_config("prod")
     page = {"alertname": gateway_slo.ALERT, "severity": "page", "slo": "gateway-availability"}
