@@ -124,3 +124,26 @@ def test_a_backlog_that_grows_slowly_is_not_a_capacity(monkeypatch) -> None:
     assert trial(10.0)
     monkeypatch.setattr(rs, "_steady", lambda *a: True)
     assert trial(16.8)  # the percentiles alone let it through
+
+
+def _series_run(t: list[float], in_flight: list[float]) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(series={"t": t, "running": in_flight, "waiting": [0.0] * len(t)})
+
+
+def test_a_run_is_steady_only_while_its_second_half_holds_level() -> None:
+    """Arrivals 0-100 s, the warm-up their first tenth: the halves split at 55 s. In flight 4
+    then 6 on one replica is within 25 % plus one (4 x 1.25 + 1 = 6), 4 then 8 on three within 25 %
+    plus three; 4 then 6.5 on one is not; and a
+    run whose arrivals end before the second sample has no second half to judge, so it is not
+    sized (before, it passed on its percentiles alone)."""
+    from serving import replica_sim as rs
+
+    arrivals = np.linspace(0.0, 100.0, 101)
+    t = [float(s) for s in range(0, 101, 5)]
+    assert rs._steady(_series_run(t, [4.0 if s < 55 else 6.0 for s in t]), arrivals, 1)
+    assert not rs._steady(_series_run(t, [4.0 if s < 55 else 6.5 for s in t]), arrivals, 1)
+    assert rs._steady(_series_run(t, [4.0 if s < 55 else 8.0 for s in t]), arrivals, 3)  # 4 x 1.25 + 3
+    short = np.linspace(0.0, 4.0, 101)
+    assert not rs._steady(_series_run([0.0, 5.0], [1.0, 1.0]), short, 1)
