@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -120,6 +121,28 @@ def test_capacity_check_runs_one_replica_at_the_claimed_rate() -> None:
     expected = mp.capacity.qps * 300
     assert abs(row["requests"] - expected) < 5 * expected ** 0.5
     assert row["simulated_ttft_s"] > 0 and row["simulated_tpot_s"] > 0
+
+
+def test_autoscaling_benchmark_replays_the_draw_its_seed_names(capsys) -> None:
+    """`--seed` reaches the replay: each seed's row serves exactly the requests of that seed's
+    rescaled trace (drawn here through `trace_for` on its own), and two seeds draw different ones."""
+    from serving.simulator import poisson
+    from stacks.simulation import trace_for
+    from tests.conftest import plan_of
+
+    bench = _load("autoscaling")
+    plan = plan_of("prod")
+    (mp,) = [m for m in bench.select(plan, None) if m.model == "llama-3b"]
+    base = poisson(mp.peak_qps / 3, 240.0, (1155, 211), seed=8)  # rescaling replicates its bins
+    served = {}
+    for seed in (1, 2):
+        (row,) = bench.rows({"conv": plan}, {"conv": base}, 300.0, policies=("static-peak",),
+                            models=["llama-3b"], zone_loss=False, seed=seed)
+        served[seed] = row["requests"]
+        assert row["requests"] == len(trace_for(mp, base, seed=seed).arrival_s)
+    capsys.readouterr()
+    drawn = [trace_for(mp, base, seed=s).arrival_s for s in (1, 2)]
+    assert len(drawn[0]) != len(drawn[1]) or not np.array_equal(drawn[0], drawn[1])
 
 
 def test_autoscaling_benchmark_loses_a_zone_as_the_busiest_minute_begins() -> None:
