@@ -52,6 +52,17 @@ def _set(path: list[str], value: object) -> Callable[[dict], None]:
     return change
 
 
+def _fires_unwatched(r: Resource) -> bool:
+    return r.inputs.get("kind") == "PrometheusRule" and "RtipKubeStateMetricsAbsent" in str(r.inputs)
+
+
+def _rename_unwatched(inputs: dict) -> None:
+    for group in inputs["spec"]["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == "RtipKubeStateMetricsAbsent":
+                rule["alert"] = "SomethingElse"
+
+
 BROKEN = [
     ("a Gateway renamed", lambda r: r.inputs.get("kind") == "Gateway",
      _set(["metadata", "name"], "front-door"), "no Gateway on the cluster gets a proxy Deployment named"),
@@ -66,6 +77,8 @@ BROKEN = [
      "runs in GatewayNamespace mode"),
     ("the controller in another namespace", _is_gateway_release, _set(["namespace"], "envoy-gateway-system"),
      "the proxies run in gateway-helm's namespace envoy-gateway-system, the rule asks rtip-system"),
+    ("no page for kube-state-metrics gone", _fires_unwatched, _rename_unwatched,
+     "no rule on the cluster fires RtipKubeStateMetricsAbsent"),
 ]
 
 

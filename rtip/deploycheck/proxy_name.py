@@ -10,7 +10,10 @@ never holds it: the name is the one Envoy Gateway v1.9.0 generates (serving/gate
 - the gateway-helm release not in GatewayNamespace mode
   (`config.envoyGateway.provider.kubernetes.deploy.type`, api/v1alpha1 `GatewayNamespaceMode`;
   the chart's default config sets no deploy type), so the proxies run in its own namespace,
-  which the rule must ask (gatewayapi/translator.go `buildIR`: the controller's namespace).
+  which the rule must ask (gatewayapi/translator.go `buildIR`: the controller's namespace);
+- a rule on the same cluster that pages when kube-state-metrics is gone
+  (serving/slo_rules.py `UNWATCHED_ALERT`): the series is kube-state-metrics', so without the
+  exporter the page reads an absent series and says nothing of the proxies.
 
 A rule whose name no longer matches reads an absent series and never pages: nothing else would say.
 """
@@ -25,6 +28,7 @@ from rtip.deploycheck.graph import cluster_of
 from rtip.offline import Record, Resource
 from serving.gateway import proxy_deployment
 from serving.kube_names import DEPLOYMENT_REPLICAS
+from serving.slo_rules import UNWATCHED_ALERT
 
 CHECK = "alerts"
 CHART = "gateway-helm"
@@ -58,6 +62,11 @@ def problems(namespace: str, deployment: str, on_cluster: list[Resource]) -> lis
             out.append(f"an EnvoyProxy names the proxies' Deployment {named!r}")
     generated = {proxy_deployment(g["metadata"]["namespace"], g["metadata"]["name"])
                  for g in kinds["Gateway"]}
+    alerts = {a.get("alert") for r in on_cluster if r.inputs.get("kind") == "PrometheusRule"
+              for g in r.inputs["spec"]["groups"] for a in g["rules"]}
+    if UNWATCHED_ALERT not in alerts:
+        out.append(f"no rule on the cluster fires {UNWATCHED_ALERT}: with kube-state-metrics gone the "
+                   f"page reads no {DEPLOYMENT_REPLICAS} of {deployment} and nobody is told")
     if deployment not in generated:
         out.append(f"no Gateway on the cluster gets a proxy Deployment named {deployment} "
                    f"(its Gateways' are {', '.join(sorted(generated)) or 'none'})")
