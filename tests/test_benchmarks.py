@@ -439,3 +439,18 @@ def test_failover_variants_undo_one_setting_each() -> None:
         "picker-handover": (1.0, 90.0, pytest.approx(21.4)),
         "picker-stuck": (1.0, 90.0, 924.6)}
     assert all(f.new_nodes_while_down is False for f in got.values())
+
+
+def test_zone_skew_finds_the_fullest_zone_above_its_even_share() -> None:
+    """Ready 6, 6, 5, 5, 7 over three zones: even shares 2, 2, 2, 2, 3. The fullest zone held 2, 3,
+    2, 3, 3: above it at 5 s and 15 s (two of five samples), by one at most; with the same excess
+    the loss goes where more requests are in flight (15 s), unless no whole window follows it."""
+    bench = _load("zone_skew")
+    t = [0.0, 5.0, 10.0, 15.0, 20.0]
+    series = {"t": t, "ready": [6, 6, 5, 5, 7], "fullest_ready": [2, 3, 2, 3, 3],
+              "running": [10, 10, 10, 12, 10], "waiting": [0, 1, 0, 0, 0]}
+    found = bench.skew(SimpleNamespace(series=series), 3, 20.0)
+    assert found == {"samples": 5, "skewed_share": 0.4, "most_above_even": 1, "worst_at_s": 15.0,
+                     "worst_in_window": 1}
+    assert bench.skew(SimpleNamespace(series=series), 3, 10.0)["worst_at_s"] == 5.0
+    assert bench.skew(SimpleNamespace(series=series), 3, 4.0)["worst_at_s"] is None

@@ -283,3 +283,23 @@ def test_a_simulation_cuts_the_generations_a_drain_limit_outlasts():
     res = simulate(Trace([0.0, 0.1, 0.2], [50, 50, 50], [3000, 3000, 3000]), cfg, "round-robin", Down())
     assert sorted(res.ok.tolist()) == [False, False, True]
     assert res.extra["drain_cut"] == 2
+
+
+def test_the_fullest_zone_s_ready_replicas_are_sampled_with_the_fleet():
+    """Four replicas over zones a, b, c are placed 2 / 1 / 1 (each to the emptiest zone, ties to
+    the first listed): the fullest zone holds 2 at every sample; zone a lost at 30 s leaves b and
+    c with one each while its two replacements start (200 s), so after it the fullest zone holds 1."""
+    trace = poisson(2.0, 60, (100, 20), seed=1)
+    result = simulate(trace, _cfg(4, zones=("a", "b", "c")), "least-loaded")
+    fleet = Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=4),
+                  EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+    assert fleet.ready_by_zone() == {"a": 2, "b": 1, "c": 1}
+    assert set(result.series["fullest_ready"]) == {2.0}
+    failures = (ZoneFailure("a", 30.0),)
+    slow = ColdStartSpec(full_s=200.0, warm_s=200.0, node_ready_s=0.0)
+    lost = simulate(trace, _cfg(4, zones=("a", "b", "c"), zone_failures=failures, cold_start=slow),
+                    "least-loaded")
+    t, fullest = lost.series["t"], lost.series["fullest_ready"]
+    assert set(fullest[t < 30.0]) == {2.0} and set(fullest[t > 30.0]) == {1.0}
+    fleet.fail_zone("a", 30.0)
+    assert fleet.ready_by_zone() == {"b": 1, "c": 1}

@@ -303,16 +303,20 @@ class Fleet:
             total += math.ceil(live / self.cfg.slots_per_node) * max(0.0, end - since)
         return total
 
-    def fullest_zone(self) -> str:
-        """The zone still up with the most ready replicas (ties: the first listed)."""
-        up = [z for z in self.cfg.zones if z not in self.down_zones]
-        if not up:
-            raise RuntimeError("every zone is down: none left to lose")
-        ready = {z: 0 for z in up}
+    def ready_by_zone(self) -> dict[str, int]:
+        """Ready replicas in each zone still up."""
+        ready = {z: 0 for z in self.cfg.zones if z not in self.down_zones}
         for r in self.replicas:
             if r.state == READY and r.zone in ready:
                 ready[r.zone] += 1
-        return max(up, key=lambda z: ready[z])  # max keeps the first of equals
+        return ready
+
+    def fullest_zone(self) -> str:
+        """The zone still up with the most ready replicas (ties: the first listed)."""
+        ready = self.ready_by_zone()
+        if not ready:
+            raise RuntimeError("every zone is down: none left to lose")
+        return max(ready, key=lambda z: ready[z])  # max keeps the first of equals
 
     def fail_zone(self, zone: str, now: float) -> list[Replica]:
         """Lose `zone`: its nodes vanish and the requests on its replicas are lost; returns the

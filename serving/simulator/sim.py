@@ -69,7 +69,8 @@ class Simulation:
         self._stale_marked: set[int] = set()  # lost pods whose series a failed scrape ended
         self._gone_marked: set[int] = set()  # deleted pods, every series ended
         self._series: dict[str, list[float]] = {k: [] for k in (
-            "t", "ready", "starting", "draining", "waiting", "running", "kv_usage", "gpu_util")}
+            "t", "ready", "fullest_ready", "starting", "draining", "waiting", "running", "kv_usage",
+            "gpu_util")}
         self._sample_busy: dict[int, float] = {}
         self.now = 0.0
 
@@ -233,6 +234,9 @@ class Simulation:
         ready = [r for r in self.fleet.replicas if r.state in (READY, DRAINING)]
         s["t"].append(now)
         s["ready"].append(self.fleet.count(READY))
+        # The ready replicas a zone loss would take now (the ReplicaSet scales in by node and age,
+        # not by zone, so the fullest zone can hold more than its even share: benchmarks/zone_skew.py).
+        s["fullest_ready"].append(max(self.fleet.ready_by_zone().values(), default=0))
         s["starting"].append(self.fleet.count(STARTING))
         s["draining"].append(self.fleet.count(DRAINING))
         s["waiting"].append(sum(len(r.engine.waiting) for r in ready))

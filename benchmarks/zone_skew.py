@@ -1,0 +1,95 @@
+"""How far the ReplicaSet's scale-in skews the plan's zones, and a zone lost at the worst skew.
+
+The zone branch asks for the fewest replicas R whose survivors of the fullest zone carry the load,
+R - ceil(R / Z) of them (serving/zone_branch.py), which holds while the zones are even. Topology
+spread evens them as pods are placed, but the ReplicaSet scales in by node and age, not by zone
+(controller_utils.go ActivePodsWithRanks; the simulator's `_deletion_rank`), so after a scale-in
+the fullest zone can hold more than ceil(R / Z) and a loss then leaves fewer survivors than the
+branch sized. The bounds have no slack for it (serving/capacity.py `_spread`).
+
+For each trace and model of the prod plan, as benchmarks/autoscaling.py replays them, this runs the
+plan's fleet with every zone up and reads, every 5 s sample, the fullest zone's ready replicas
+against the even share ceil(ready / Z): the share of the run with a zone above it and the most
+replicas above it. It then loses the fullest zone at the most skewed moment a whole zone-loss
+window can follow (ties: the most requests in flight) and judges the checklist's zone-loss item
+there. A run without skew says so and loses nothing.
+
+Writes benchmarks/results/zone_skew.json.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import autoscaling as bench  # noqa: E402
+import lost_pods  # noqa: E402
+
+from serving.simulator import SimResult, simulate  # noqa: E402
+from stacks.slo_check import last_whole_window_start  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "zone_skew.json"
+CASES: tuple[tuple[str, str, float | None], ...] = tuple(
+    (trace, model, None) for trace in ("conv", "code")
+    for model in ("llama-70b", "llama-8b", "qwen-vl", "llama-3b"))
+
+
+def skew(result: SimResult, zones: int, latest_s: float) -> dict[str, Any]:
+    """The fullest zone's ready replicas above the even share ceil(ready / zones), per sample:
+    the share of samples above it, the most above it, and the sample a zone loss should hit (the
+    most above it at or before `latest_s`, ties to the most requests in flight; None without any)."""
+    t = np.asarray(result.series["t"])
+    ready = np.asarray(result.series["ready"])
+    excess = np.asarray(result.series["fullest_ready"]) - np.ceil(ready / zones)
+    load = np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])
+    fits = t <= latest_s
+    worst = float(excess[fits].max()) if fits.any() else 0.0
+    at = None
+    if worst > 0:
+        picks = np.flatnonzero(fits & (excess == worst))
+        pick = int(picks[np.argmax(load[picks])])
+        at = float(t[pick])
+    return {"samples": len(t), "skewed_share": round(float((excess > 0).mean()), 4) if len(t) else 0.0,
+            "most_above_even": int(excess.max()) if len(t) else 0, "worst_at_s": at,
+            "worst_in_window": int(worst)}
+
+
+def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
+    dep, trace, _ = lost_pods.setup(plan, base, model, at)
+    fleet = bench._start_fleet(dep, trace, "plan")
+    result = simulate(trace, dep.sim_config(fleet=fleet), "least-loaded", bench._policy("plan", dep, trace))
+    latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
+    found = skew(result, len(fleet.zones), latest)
+    loss = None
+    if found["worst_at_s"] is not None:
+        loss = bench.zone_loss_at(dep, trace, "plan", found["worst_at_s"])
+        loss = {k: loss[k]
+                for k in ("zone", "at_s", "status", "bad", "requests", "bad_share", "error_budget")}
+    mp = dep.plan
+    return {"model": model, "at_s": found["worst_at_s"],
+            "replicas_bounds": [mp.min_replicas, mp.max_replicas], "zones": len(fleet.zones),
+            **found, "zone_loss_at_worst": loss}
+
+
+def _describe(row: dict[str, Any]) -> str:
+    loss = row["zone_loss_at_worst"]
+    lost = ("no skew a whole window can follow" if loss is None else
+            f"lost then: {loss['bad_share']:.2%} of {loss['requests']} {loss['status']} "
+            f"(budget {loss['error_budget']:.2%})")
+    return (f": a zone above its even share {row['skewed_share']:.1%} of the run, at most "
+            f"+{row['most_above_even']}; {lost}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return lost_pods.run_cases(argv, __doc__.splitlines()[0], OUT, CASES, case, _describe)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
