@@ -175,8 +175,8 @@ def run_cases(argv: list[str] | None, description: str, out: Path,
     for tname, plan, base, model, at in each_case(args.stack, cases):
         row = {"trace": tname, **case_fn(plan, base, model, at)}
         rows.append(row)
-        at = "-" if row["at_s"] is None else f"{row['at_s']:.0f}"
-        print(f"{tname:4} {model:10} lost at {at:>6} s{describe(row)}", flush=True)
+        shown = "-" if row["at_s"] is None else f"{row['at_s']:.0f}"
+        print(f"{tname:4} {model:10} lost at {shown:>6} s{describe(row)}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
                                     **(extra or {}), "rows": rows}, indent=2) + "\n")

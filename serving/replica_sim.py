@@ -172,13 +172,13 @@ def _trial(engine: EngineConfig, targets: Targets, percentile: float, rate: floa
 def _steady(result: SimResult, arrivals: np.ndarray, replicas: int) -> bool:
     """Requests in flight hold level while arrivals last: the second half's mean is within
     GROWTH_LIMIT of the first half's (plus one a replica, for a nearly idle fleet). A run too
-    short to sample both halves is not shown steady, so its rate is not sized."""
+    short to sample each half twice is not shown steady, so its rate is not sized."""
     t = np.asarray(result.series["t"])
     load = np.asarray(result.series["running"]) + np.asarray(result.series["waiting"])
     start, end = arrivals[int(len(arrivals) * WARMUP_FRACTION)], arrivals[-1]
     mid = (start + end) / 2
     first, second = load[(t >= start) & (t < mid)], load[(t >= mid) & (t <= end)]
-    if not len(first) or not len(second):
+    if len(first) < 2 or len(second) < 2:  # a half of one sample is no level to hold
         return False
     return float(second.mean()) <= GROWTH_LIMIT * float(first.mean()) + replicas
 

@@ -123,9 +123,11 @@ def test_capacity_check_runs_one_replica_at_the_claimed_rate() -> None:
     assert row["simulated_ttft_s"] > 0 and row["simulated_tpot_s"] > 0
 
 
-def test_autoscaling_benchmark_replays_the_draw_its_seed_names(capsys) -> None:
-    """`--seed` reaches the replay: each seed's row serves exactly the requests of that seed's
-    rescaled trace (drawn here through `trace_for` on its own), and two seeds draw different ones."""
+def test_autoscaling_benchmark_replays_the_draw_its_seed_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """The seed `rows` takes (`main` passes `--seed` to it) reaches the replay: each seed's row
+    serves exactly the requests of that seed's rescaled trace (drawn here through `trace_for` on
+    its own), seed 0's draw is of another length (so a row that ignored its seed would fail), and
+    two seeds draw different requests."""
     from serving.simulator import poisson
     from stacks.simulation import trace_for
     from tests.conftest import plan_of
@@ -142,6 +144,7 @@ def test_autoscaling_benchmark_replays_the_draw_its_seed_names(capsys) -> None:
         assert row["requests"] == len(trace_for(mp, base, seed=seed).arrival_s)
     capsys.readouterr()
     drawn = [trace_for(mp, base, seed=s).arrival_s for s in (1, 2)]
+    assert len(trace_for(mp, base, seed=0).arrival_s) not in set(served.values())
     assert len(drawn[0]) != len(drawn[1]) or not np.array_equal(drawn[0], drawn[1])
 
 
@@ -440,17 +443,3 @@ def test_failover_variants_undo_one_setting_each() -> None:
         "picker-stuck": (1.0, 90.0, 924.6)}
     assert all(f.new_nodes_while_down is False for f in got.values())
 
-
-def test_zone_skew_finds_the_fullest_zone_above_its_even_share() -> None:
-    """Ready 6, 6, 5, 5, 7 over three zones: even shares 2, 2, 2, 2, 3. The fullest zone held 2, 3,
-    2, 3, 3: above it at 5 s and 15 s (two of five samples), by one at most; with the same excess
-    the loss goes where more requests are in flight (15 s), unless no whole window follows it."""
-    bench = _load("zone_skew")
-    t = [0.0, 5.0, 10.0, 15.0, 20.0]
-    series = {"t": t, "ready": [6, 6, 5, 5, 7], "fullest_ready": [2, 3, 2, 3, 3],
-              "running": [10, 10, 10, 12, 10], "waiting": [0, 1, 0, 0, 0]}
-    found = bench.skew(SimpleNamespace(series=series), 3, 20.0)
-    assert found == {"samples": 5, "skewed_share": 0.4, "most_above_even": 1, "worst_at_s": 15.0,
-                     "worst_in_window": 1}
-    assert bench.skew(SimpleNamespace(series=series), 3, 10.0)["worst_at_s"] == 5.0
-    assert bench.skew(SimpleNamespace(series=series), 3, 4.0)["worst_at_s"] is None

@@ -184,7 +184,8 @@ def test_the_proxy_deployment_is_named_as_envoy_gateway_names_it() -> None:
 ])
 def test_hashed_names_match_envoy_gateways_own_cases(key: str, length: int, expected: str) -> None:
     """The cases of Envoy Gateway's `internal/utils/misc_test.go` TestGetHashedName: a key no
-    longer than the cut, one whose cut ends in '-', and one cut inside a '/'."""
+    longer than the cut; one whose cut ends on its '/' (a '-' in the name); and one whose cut
+    ends on a '-' of the name itself. Each cut drops that trailing '-'."""
     from serving.gateway import hashed_name
 
     assert hashed_name(key, length) == expected

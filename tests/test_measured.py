@@ -11,6 +11,7 @@ within 10 % of this run's (or above it: conservative), and this run within the t
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -126,7 +127,7 @@ def test_a_backlog_that_grows_slowly_is_not_a_capacity(monkeypatch) -> None:
     assert trial(16.8)  # the percentiles alone let it through
 
 
-def _series_run(t: list[float], in_flight: list[float]) -> object:
+def _series_run(t: list[float], in_flight: list[float]) -> Any:
     from types import SimpleNamespace
 
     return SimpleNamespace(series={"t": t, "running": in_flight, "waiting": [0.0] * len(t)})
@@ -136,8 +137,8 @@ def test_a_run_is_steady_only_while_its_second_half_holds_level() -> None:
     """Arrivals 0-100 s, the warm-up their first tenth: the halves split at 55 s. In flight 4
     then 6 on one replica is within 25 % plus one (4 x 1.25 + 1 = 6), 4 then 8 on three within 25 %
     plus three; 4 then 6.5 on one is not; and a
-    run whose arrivals end before the second sample has no second half to judge, so it is not
-    sized (before, it passed on its percentiles alone)."""
+    run that samples a half fewer than twice has no level to judge there, so it is not sized
+    (before, one with no sample in a half passed on its percentiles alone)."""
     from serving import replica_sim as rs
 
     arrivals = np.linspace(0.0, 100.0, 101)
@@ -147,3 +148,8 @@ def test_a_run_is_steady_only_while_its_second_half_holds_level() -> None:
     assert rs._steady(_series_run(t, [4.0 if s < 55 else 8.0 for s in t]), arrivals, 3)  # 4 x 1.25 + 3
     short = np.linspace(0.0, 4.0, 101)
     assert not rs._steady(_series_run([0.0, 5.0], [1.0, 1.0]), short, 1)
+    # Arrivals 0-12 s: the halves split at 6.6 s, and samples at 0, 5 and 10 s leave each half
+    # one sample (5 s; 10 s); at 0-22 s each holds two (5, 10 s; 15, 20 s).
+    flat = [0.0, 5.0, 10.0, 15.0, 20.0]
+    assert not rs._steady(_series_run(flat[:3], [1.0] * 3), np.linspace(0.0, 12.0, 101), 1)
+    assert rs._steady(_series_run(flat, [1.0] * 5), np.linspace(0.0, 22.0, 101), 1)

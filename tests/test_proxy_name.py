@@ -56,11 +56,25 @@ def _fires_unwatched(r: Resource) -> bool:
     return r.inputs.get("kind") == "PrometheusRule" and "RtipKubeStateMetricsAbsent" in str(r.inputs)
 
 
-def _rename_unwatched(inputs: dict) -> None:
-    for group in inputs["spec"]["groups"]:
-        for rule in group["rules"]:
-            if rule.get("alert") == "RtipKubeStateMetricsAbsent":
-                rule["alert"] = "SomethingElse"
+def _unwatched(change: Callable[[dict], None]) -> Callable[[dict], None]:
+    def edit(inputs: dict) -> None:
+        for group in inputs["spec"]["groups"]:
+            for rule in group["rules"]:
+                if rule.get("alert") == "RtipKubeStateMetricsAbsent":
+                    change(rule)
+    return edit
+
+
+def _rename(rule: dict) -> None:
+    rule["alert"] = "SomethingElse"
+
+
+def _ticket(rule: dict) -> None:
+    rule["labels"]["severity"] = "ticket"
+
+
+def _present(rule: dict) -> None:
+    rule["expr"] = rule["expr"].replace("absent(", "present_over_time(", 1)
 
 
 BROKEN = [
@@ -77,8 +91,12 @@ BROKEN = [
      "runs in GatewayNamespace mode"),
     ("the controller in another namespace", _is_gateway_release, _set(["namespace"], "envoy-gateway-system"),
      "the proxies run in gateway-helm's namespace envoy-gateway-system, the rule asks rtip-system"),
-    ("no page for kube-state-metrics gone", _fires_unwatched, _rename_unwatched,
-     "no rule on the cluster fires RtipKubeStateMetricsAbsent"),
+    ("no page for kube-state-metrics gone", _fires_unwatched, _unwatched(_rename),
+     "no rule on the cluster pages (RtipKubeStateMetricsAbsent, severity page)"),
+    ("that page only a ticket", _fires_unwatched, _unwatched(_ticket),
+     "no rule on the cluster pages (RtipKubeStateMetricsAbsent, severity page)"),
+    ("that page on the series' presence", _fires_unwatched, _unwatched(_present),
+     "no rule on the cluster pages (RtipKubeStateMetricsAbsent, severity page)"),
 ]
 
 

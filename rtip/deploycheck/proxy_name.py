@@ -11,9 +11,9 @@ never holds it: the name is the one Envoy Gateway v1.9.0 generates (serving/gate
   (`config.envoyGateway.provider.kubernetes.deploy.type`, api/v1alpha1 `GatewayNamespaceMode`;
   the chart's default config sets no deploy type), so the proxies run in its own namespace,
   which the rule must ask (gatewayapi/translator.go `buildIR`: the controller's namespace);
-- a rule on the same cluster that pages when kube-state-metrics is gone
-  (serving/slo_rules.py `UNWATCHED_ALERT`): the series is kube-state-metrics', so without the
-  exporter the page reads an absent series and says nothing of the proxies.
+- a rule on the same cluster that pages when kube-state-metrics is gone (serving/slo_rules.py
+  `UNWATCHED_ALERT`: an absence of the exporter's pod series at page severity): the series the
+  page reads is the exporter's too, so without it the page reads nothing and says nothing.
 
 A rule whose name no longer matches reads an absent series and never pages: nothing else would say.
 """
@@ -26,13 +26,23 @@ from rtip.chartfacts.conditions import lookup, truthy
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import cluster_of
 from rtip.offline import Record, Resource
+from serving.burn_alerts import ABSENT_SEVERITY
 from serving.gateway import proxy_deployment
-from serving.kube_names import DEPLOYMENT_REPLICAS
+from serving.kube_names import DEPLOYMENT_REPLICAS, POD_CREATED
 from serving.slo_rules import UNWATCHED_ALERT
 
 CHECK = "alerts"
 CHART = "gateway-helm"
 ASKED = re.compile(DEPLOYMENT_REPLICAS + r'\{namespace="([^"]+)",deployment="(envoy-[^"]+)"\}')
+
+
+def _watches(alert: dict[str, object]) -> bool:
+    """Whether `alert` is the page for kube-state-metrics gone (serving/slo_rules.py `watch_rule`):
+    its name, the page severity, and an absence of the exporter's pod series."""
+    labels = alert.get("labels") or {}
+    return (alert.get("alert") == UNWATCHED_ALERT and isinstance(labels, dict)
+            and labels.get("severity") == ABSENT_SEVERITY
+            and str(alert.get("expr", "")).startswith(f"absent({POD_CREATED}{{"))
 
 
 def problems(namespace: str, deployment: str, on_cluster: list[Resource]) -> list[str]:
@@ -62,11 +72,11 @@ def problems(namespace: str, deployment: str, on_cluster: list[Resource]) -> lis
             out.append(f"an EnvoyProxy names the proxies' Deployment {named!r}")
     generated = {proxy_deployment(g["metadata"]["namespace"], g["metadata"]["name"])
                  for g in kinds["Gateway"]}
-    alerts = {a.get("alert") for r in on_cluster if r.inputs.get("kind") == "PrometheusRule"
-              for g in r.inputs["spec"]["groups"] for a in g["rules"]}
-    if UNWATCHED_ALERT not in alerts:
-        out.append(f"no rule on the cluster fires {UNWATCHED_ALERT}: with kube-state-metrics gone the "
-                   f"page reads no {DEPLOYMENT_REPLICAS} of {deployment} and nobody is told")
+    if not any(_watches(a) for r in on_cluster if r.inputs.get("kind") == "PrometheusRule"
+               for g in r.inputs["spec"]["groups"] for a in g["rules"]):
+        out.append(f"no rule on the cluster pages ({UNWATCHED_ALERT}, severity {ABSENT_SEVERITY}) when "
+                   f"kube-state-metrics' pod series are absent: with the exporter gone the page reads no "
+                   f"{DEPLOYMENT_REPLICAS} of {deployment} and nobody is told")
     if deployment not in generated:
         out.append(f"no Gateway on the cluster gets a proxy Deployment named {deployment} "
                    f"(its Gateways' are {', '.join(sorted(generated)) or 'none'})")
