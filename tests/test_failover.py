@@ -5,6 +5,7 @@ the picker the plan configures drops them on stale metrics."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 import numpy as np
@@ -117,16 +118,20 @@ def test_a_picker_stall_fails_every_request_arriving_within_it():
 def test_a_scale_in_deletes_a_lost_pod_first_once_the_api_marks_it_not_ready():
     failover = Failover(route_s=2.0, not_ready_s=55.0, evict_s=355.0, evict_every_s=10.0)
     fleet = _fleet(failover)
-    fleet.fail_zone("a", 100.0)
-    assert [r.state for r in fleet.replicas] == [LOST, READY, READY]
+    fleet.fail_zone("c", 100.0)
+    assert [r.state for r in fleet.replicas] == [READY, READY, LOST]
     assert len(fleet.active()) == 3  # still the ReplicaSet's
     early = _fleet(failover)
-    early.fail_zone("a", 100.0)
-    early.scale_to(2, 130.0)  # before NotReady it ranks as a running pod: here the UIDs pick r1
-    assert [r.state for r in early.replicas] == [LOST, GONE, READY]
+    early.fail_zone("c", 100.0)
+    # Before NotReady it ranks as a running pod, so the UIDs pick among all three: the smallest
+    # first 8 bytes of SHA-256 over each replica's 8-byte id (r0's, computed here on its own).
+    uid = [int.from_bytes(hashlib.sha256(rid.to_bytes(8, "big")).digest()[:8], "big") for rid in range(3)]
+    assert uid.index(min(uid)) == 0
+    early.scale_to(2, 130.0)
+    assert [r.state for r in early.replicas] == [GONE, READY, LOST]
     fleet.scale_to(2, 160.0)  # NotReady since 155 s: it goes first, every ready pod stays
-    assert [r.state for r in fleet.replicas] == [GONE, READY, READY]
-    assert fleet.evictions("a") == []  # nothing left to evict, so nothing to replace
+    assert [r.state for r in fleet.replicas] == [READY, READY, GONE]
+    assert fleet.evictions("c") == []  # nothing left to evict, so nothing to replace
     # Against a pod still starting on a node that is up (both bound, Running, not ready), the
     # ReplicaSet ranks by colocation, then the newer first: the starting pod goes, not the lost one.
     tied = Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=3, slots_per_node=2,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -179,12 +181,15 @@ def test_scale_in_takes_starting_pods_first_and_counts_only_active_ones_as_coloc
 
 
 def test_ready_times_in_one_log2_bucket_do_not_decide():
-    # Ready 900 s and 1000 s before: int(log2(9e11 ns)) = int(log2(1e12 ns)) = 39, one bucket, so
-    # the pod UID decides (the fleet's stand-in puts r1 first), not which was ready more recently.
+    # Ready 1000 s and 900 s before: int(log2(1e12 ns)) = int(log2(9e11 ns)) = 39, one bucket, so
+    # the pod UID decides, not which was ready more recently (r1): the fleet's stand-in, the first
+    # 8 bytes of SHA-256 over the 8-byte id, is smaller for r0 (computed here on its own).
+    uid = [int.from_bytes(hashlib.sha256(rid.to_bytes(8, "big")).digest()[:8], "big") for rid in (0, 1)]
+    assert uid[0] < uid[1]
     fleet = _ready_fleet(("a", "b"), 2, slots=1)
-    fleet.replicas[0].ready_s, fleet.replicas[1].ready_s = 100.0, 0.0
+    fleet.replicas[0].ready_s, fleet.replicas[1].ready_s = 0.0, 100.0
     fleet.scale_to(1, 1000.0)
-    assert [r.state for r in fleet.replicas] == [READY, "gone"]
+    assert [r.state for r in fleet.replicas] == ["gone", READY]
 
 
 def test_one_pod_a_step_keeps_the_zones_even_where_a_zone_shares_a_node():

@@ -11,10 +11,13 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   replicas still starting first (those waiting for their node, one rank, before those on a ready
   node), then ready ones; within each, a replica sharing its node with more active replicas of
   the model first ("doubled up"), then the shorter time ready (starting: the newer creation), in
-  log2 buckets, ties in pseudo-random order (the controller breaks them by pod UID). So scale-in
-  empties a node only when every node is down to one replica, and Karpenter's `WhenEmpty` frees a
-  node late. A ready replica being removed stops getting requests and, with `drain`, finishes what
-  it holds before it goes, or within `drain_limit_s`, when what it still runs is cut (`drain_cut`).
+  log2 buckets, ties in pseudo-random order (the controller breaks them by pod UID). The counts
+  are taken once before the sort, so one scale-in of several pods can still empty a doubled-up
+  node, but mostly scale-in thins nodes before it empties one, and Karpenter's `WhenEmpty` frees
+  a node late. Not modelled: a pod still pulling its image (Pending) goes before one loading its
+  model (Running, not ready); both rank here as one. A ready replica being removed stops getting
+  requests and, with `drain`, finishes what it holds before it goes, or within `drain_limit_s`,
+  when what it still runs is cut (`drain_cut`).
 - A replica no node came for (Pending: `place` found no slot and no node launches) binds to the
   first slot the spread allows once one frees (a replica's removal, a drain's end), and starts
   warm from there, as the scheduler retries unschedulable pods on such cluster events.
