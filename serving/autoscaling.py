@@ -98,8 +98,8 @@ HPA_MIN_STEP_PODS = 4  # the HPA default scale-up step, kept as a floor
 # start's growth, and over the Azure traces at prod's peaks a 300 s window passes every checklist
 # item the cold-start window passed, on 0.66-0.76x static GPU-hours instead of 0.76-0.90x (as
 # measured when the window was chosen, before the zone branch's ceiling and code traffic). 120 s
-# and 90 s save 8-14 % more with the zone branch's fit, but the 70B then fails a moment of its
-# zone-loss sweep at both on each of two draws (2.13-3.46 % against 1.49 %:
+# and 90 s save 7.7-13.3 % more with the zone branch's fit, but the 70B then fails a moment of its
+# zone-loss sweep at both on each of two draws (2.74-3.46 % against 1.49 %:
 # benchmarks/results/scale_down_seed{0,1}.json).
 SCALE_DOWN_STABILIZATION_S = 300
 
