@@ -112,8 +112,8 @@ def variant(name: str, emitted: Failover) -> Failover:
                    zones_out_of_pools=emitted.zones_out_of_pools)
 
 
-def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
-    dep, trace, at = lost_pods.setup(plan, base, model, at)
+def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> dict[str, Any]:
+    dep, trace, at = lost_pods.setup(plan, base, model, at, seed)
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
     emitted, planned = dep.fleet.failover, predictor_failover()
     if (emitted.route_s, emitted.evict_s) != (planned.route_s, planned.evict_s):

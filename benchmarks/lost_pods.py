@@ -121,13 +121,14 @@ def _run(dep: Deployment, trace: Any, at: float, query: str, blind_s: float = 0.
             "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"]}
 
 
-def setup(plan: Any, base: Any, model: str, at: float | None) -> tuple[Deployment, Any, float]:
-    """The model's deployment, its hour of `base` as benchmarks/autoscaling.py replays it, and the
-    moment of the loss: `at` seconds into the trace, or None for the busiest minute that a whole
-    zone-loss window can follow."""
+def setup(plan: Any, base: Any, model: str, at: float | None,
+          seed: int = 0) -> tuple[Deployment, Any, float]:
+    """The model's deployment, its hour of `base` as benchmarks/autoscaling.py replays it (the
+    rate scaling's draw `seed`), and the moment of the loss: `at` seconds into the trace, or None
+    for the busiest minute that a whole zone-loss window can follow."""
     (mp,) = select(plan, model)
     dep = deployment(plan, mp)
-    trace = bench.trace_for(mp, base)
+    trace = bench.trace_for(mp, base, seed=seed)
     trace = trace.window(0.0, 3600.0) if trace.duration_s > 3600.0 else trace
     if at is None:
         latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
@@ -135,8 +136,8 @@ def setup(plan: Any, base: Any, model: str, at: float | None) -> tuple[Deploymen
     return dep, trace, float(trace.arrival_s[0]) + at
 
 
-def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
-    dep, trace, at = setup(plan, base, model, at)
+def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> dict[str, Any]:
+    dep, trace, at = setup(plan, base, model, at, seed)
     mp = dep.plan
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
     return {"model": model, "at_s": round(at, 1), "replicas_bounds": [mp.min_replicas, mp.max_replicas],
@@ -160,25 +161,35 @@ def each_case(stack: str, cases: Iterable[tuple[str, str, float | None]],
                 yield tname, plan, base, model, at
 
 
+def seeded(out: Path, seed: int) -> Path:
+    """Where draw `seed` of a benchmark writing to `out` goes: `out` itself for the first draw."""
+    return out.with_name(f"{out.stem}_seed{seed}{out.suffix}") if seed else out
+
+
 def run_cases(argv: list[str] | None, description: str, out: Path,
               cases: Iterable[tuple[str, str, float | None]],
-              case_fn: Callable[[Any, Any, str, float | None], dict[str, Any]],
+              case_fn: Callable[[Any, Any, str, float | None, int], dict[str, Any]],
               describe: Callable[[dict[str, Any]], str], extra: dict[str, Any] | None = None) -> int:
     """The command line of a benchmark over zone-loss cases (this one's and benchmarks/failover.py):
-    each case's row from `case_fn`, a line of `describe` for it, all rows (and `extra`) to `--out`."""
+    each case's row from `case_fn`, a line of `describe` for it, all rows (and `extra`) to `--out`
+    (with `--seed N`, another draw of the rate scaling, beside it as `<name>_seedN.json`)."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--stack", default="prod")
-    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--seed", type=int, default=0, help="the rate scaling's draw (default 0)")
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = seeded(out, args.seed)
     started = time.perf_counter()
     rows = []
     for tname, plan, base, model, at in each_case(args.stack, cases):
-        row = {"trace": tname, **case_fn(plan, base, model, at)}
+        row = {"trace": tname, **case_fn(plan, base, model, at, args.seed)}
         rows.append(row)
         shown = "-" if row["at_s"] is None else f"{row['at_s']:.0f}"
         print(f"{tname:4} {model:10} lost at {shown:>6} s{describe(row)}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"stack": args.stack, "run_s": round(time.perf_counter() - started, 1),
+    args.out.write_text(json.dumps({"stack": args.stack, "seed": args.seed,
+                                    "run_s": round(time.perf_counter() - started, 1),
                                     **(extra or {}), "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0

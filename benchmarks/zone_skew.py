@@ -63,8 +63,8 @@ def skew(result: SimResult, zones: int, latest_s: float) -> dict[str, Any]:
             "worst_in_window": int(worst)}
 
 
-def case(plan: Any, base: Any, model: str, at: float | None) -> dict[str, Any]:
-    dep, trace, _ = lost_pods.setup(plan, base, model, at)
+def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> dict[str, Any]:
+    dep, trace, _ = lost_pods.setup(plan, base, model, at, seed)
     fleet = bench._start_fleet(dep, trace, "plan")
     result = simulate(trace, dep.sim_config(fleet=fleet), "least-loaded", bench._policy("plan", dep, trace))
     latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))

@@ -35,3 +35,26 @@ def test_only_a_moment_a_whole_window_can_follow_is_lost() -> None:
     early = skew(SimpleNamespace(series=SERIES), 3, 4.0)
     assert early["worst_at_s"] is None and early["worst_in_window"] == 0
     assert early["skewed_share"] == 0.4 and early["most_above_even"] == 1
+
+
+def test_the_zone_loss_benchmarks_replay_the_draw_their_seed_names() -> None:
+    """`--seed` of benchmarks/lost_pods.py, failover.py and zone_skew.py: each case replays that
+    draw of the rate scaling (drawn here through `trace_for` on its own; seed 0's differs), and a
+    later draw is written beside the first, never over it."""
+    import numpy as np
+
+    from serving.simulator import poisson
+    from stacks.simulation import select, trace_for
+    from tests.conftest import plan_of
+
+    lost_pods = _load("lost_pods")
+    plan = plan_of("prod")
+    (mp,) = select(plan, "llama-3b")
+    base = poisson(mp.peak_qps / 3, 240.0, (1155, 211), seed=8)
+    drawn = {seed: lost_pods.setup(plan, base, "llama-3b", 60.0, seed)[1].arrival_s for seed in (0, 1)}
+    for seed, arrivals in drawn.items():
+        assert np.array_equal(arrivals, trace_for(mp, base, seed=seed).arrival_s)
+    assert len(drawn[0]) != len(drawn[1])
+    out = lost_pods.OUT
+    assert lost_pods.seeded(out, 0) == out
+    assert lost_pods.seeded(out, 2) == out.with_name("lost_pods_seed2.json")
