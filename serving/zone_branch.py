@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 # The zone branch's fit of the completion rate (`predicted_load`). On three draws of both Azure
-# traces the 5-minute fit passed every checklist item on every run, on 1.2-7.7 % fewer slice
-# GPU-hours than the stated growth on the conversation runs, node GPU-hours from 5.9 % fewer to
-# 0.04 % more (the 70B's code run on the second draw); the
+# traces the 5-minute fit passed every checklist item on every run, on 1.1-7.7 % fewer slice
+# GPU-hours than the stated growth on the conversation runs and never more node GPU-hours (up to
+# 5.9 % fewer); the
 # 10-minute fit failed a 70B zone-loss moment on one draw, the 20-minute one on every draw
 # (benchmarks/predictive.py, results/predictive*.json).
 PREDICT_WINDOW = "5m"
