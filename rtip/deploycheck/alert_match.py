@@ -34,11 +34,15 @@ from rtip.offline import Record, Resource
 JUDGED = ("alertname", "severity")
 
 
-def _rule_alerts(groups: Iterable[Any]) -> list[dict[str, str]]:
-    return [{"alertname": str(rule["alert"]),
-             **string_map(rule.get("labels"))}
-            for group in groups or [] if isinstance(group, Mapping)
+def alerting_rules(groups: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The alerting rules (those with an `alert`) of a PrometheusRule's or a chart's rule groups."""
+    return [rule for group in groups or [] if isinstance(group, Mapping)
             for rule in group.get("rules") or [] if isinstance(rule, Mapping) and rule.get("alert")]
+
+
+def _rule_alerts(groups: Iterable[Any]) -> list[dict[str, str]]:
+    return [{"alertname": str(rule["alert"]), **string_map(rule.get("labels"))}
+            for rule in alerting_rules(groups)]
 
 
 def plan_alerts(record: Record, cluster: Resource | None,
@@ -164,4 +168,4 @@ def route_problems(routes: list[Mapping[str, Any]], fired: list[dict[str, str]],
     return out
 
 
-__all__ = ["JUDGED", "fired_alerts", "plan_alerts", "release_alerts", "route_problems"]
+__all__ = ["JUDGED", "alerting_rules", "fired_alerts", "plan_alerts", "release_alerts", "route_problems"]

@@ -21,10 +21,13 @@ A rule whose name no longer matches reads an absent series and never pages: noth
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from rtip.chartfacts.conditions import lookup, truthy
+from rtip.deploycheck.alert_match import alerting_rules
 from rtip.deploycheck.findings import Finding, Severity
-from rtip.deploycheck.graph import cluster_of
+from rtip.deploycheck.graph import HELM_RELEASE, cluster_of, string_map
 from rtip.offline import Record, Resource
 from serving.burn_alerts import ABSENT_SEVERITY
 from serving.gateway import proxy_deployment
@@ -36,21 +39,23 @@ CHART = "gateway-helm"
 ASKED = re.compile(DEPLOYMENT_REPLICAS + r'\{namespace="([^"]+)",deployment="(envoy-[^"]+)"\}')
 
 
-def _watches(alert: dict[str, object]) -> bool:
+def _watches(alert: Mapping[str, Any]) -> bool:
     """Whether `alert` is the page for kube-state-metrics gone (serving/slo_rules.py `watch_rule`):
     its name, the page severity, and an absence of the exporter's pod series."""
-    labels = alert.get("labels") or {}
-    return (alert.get("alert") == UNWATCHED_ALERT and isinstance(labels, dict)
-            and labels.get("severity") == ABSENT_SEVERITY
+    return (alert.get("alert") == UNWATCHED_ALERT
+            and string_map(alert.get("labels")).get("severity") == ABSENT_SEVERITY
             and str(alert.get("expr", "")).startswith(f"absent({POD_CREATED}{{"))
+
+
+def _rules(resource: Resource) -> list[Mapping[str, Any]]:
+    return alerting_rules((resource.inputs.get("spec") or {}).get("groups"))
 
 
 def problems(namespace: str, deployment: str, on_cluster: list[Resource]) -> list[str]:
     """Why `deployment` in `namespace` is not the proxies' Deployment among `on_cluster`."""
     kinds = {k: [r.inputs for r in on_cluster if r.inputs.get("kind") == k]
              for k in ("Gateway", "EnvoyProxy")}
-    releases = [r.inputs for r in on_cluster if r.type == "kubernetes:helm.sh/v3:Release"
-                and r.inputs.get("name") == CHART]
+    releases = [r.inputs for r in on_cluster if r.type == HELM_RELEASE and r.inputs.get("name") == CHART]
     if not releases:
         return [f"no {CHART} release on the cluster runs the proxies {deployment} is asked for"]
     out: list[str] = []
@@ -70,13 +75,13 @@ def problems(namespace: str, deployment: str, on_cluster: list[Resource]) -> lis
         named = lookup(spec, ["provider", "kubernetes", "envoyDeployment", "name"])
         if truthy(named):
             out.append(f"an EnvoyProxy names the proxies' Deployment {named!r}")
-    generated = {proxy_deployment(g["metadata"]["namespace"], g["metadata"]["name"])
-                 for g in kinds["Gateway"]}
     if not any(_watches(a) for r in on_cluster if r.inputs.get("kind") == "PrometheusRule"
-               for g in r.inputs["spec"]["groups"] for a in g["rules"]):
+               for a in _rules(r)):
         out.append(f"no rule on the cluster pages ({UNWATCHED_ALERT}, severity {ABSENT_SEVERITY}) when "
                    f"kube-state-metrics' pod series are absent: with the exporter gone the page reads no "
                    f"{DEPLOYMENT_REPLICAS} of {deployment} and nobody is told")
+    generated = {proxy_deployment(g["metadata"]["namespace"], g["metadata"]["name"])
+                 for g in kinds["Gateway"]}
     if deployment not in generated:
         out.append(f"no Gateway on the cluster gets a proxy Deployment named {deployment} "
                    f"(its Gateways' are {', '.join(sorted(generated)) or 'none'})")
@@ -86,8 +91,7 @@ def problems(namespace: str, deployment: str, on_cluster: list[Resource]) -> lis
 def check_proxy_name(record: Record) -> list[Finding]:
     findings: list[Finding] = []
     for rule in (r for r in record.resources if r.inputs.get("kind") == "PrometheusRule"):
-        exprs = [a.get("expr", "") for g in rule.inputs["spec"]["groups"] for a in g["rules"]]
-        asked = {m.groups() for e in exprs for m in ASKED.finditer(e)}
+        asked = {m.groups() for a in _rules(rule) for m in ASKED.finditer(str(a.get("expr", "")))}
         if not asked:
             continue
         cluster = cluster_of(record, rule)
