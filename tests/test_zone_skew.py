@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from tests.test_benchmarks import _load
 
 
@@ -58,3 +60,39 @@ def test_the_zone_loss_benchmarks_replay_the_draw_their_seed_names() -> None:
     out = lost_pods.OUT
     assert lost_pods.seeded(out, 0) == out
     assert lost_pods.seeded(out, 2) == out.with_name("lost_pods_seed2.json")
+
+
+def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`case` wiring: the run's samples go to `skew` with the last whole-window start (less the
+    step after the sample), and the zone loss is judged just after the sample `skew` picked (the
+    simulator takes a failure before the autoscaler's decision at one instant and samples after it)."""
+    import numpy as np
+
+    from serving.simulator import poisson
+    from stacks.simulation import select
+    from stacks.slo_check import last_whole_window_start
+    from tests.conftest import plan_of
+
+    module = _load("zone_skew")
+    plan = plan_of("prod")
+    (mp,) = select(plan, "llama-3b")
+    base = poisson(mp.peak_qps, 1500.0, (1155, 211), seed=6)
+    t = np.arange(0.0, 1500.0, 5.0)
+    ready = np.full(len(t), 6.0)
+    fullest = np.where(t == 400.0, 3.0, 2.0)  # one sample a replica above the even 2/2/2
+    series = {"t": t, "ready": ready, "fullest_ready": fullest, "running": ready, "waiting": 0 * t}
+    monkeypatch.setattr(module, "simulate", lambda *a, **k: SimpleNamespace(series=series))
+    lost: list[float] = []
+
+    def zone_loss_at(dep: Any, trace: Any, policy: str, at: float) -> dict[str, Any]:
+        lost.append(at)
+        return {"zone": "z", "at_s": at, "status": "PASS", "bad": 0, "requests": 1, "bad_share": 0.0,
+                "error_budget": 0.01}
+    monkeypatch.setattr(module.bench, "zone_loss_at", zone_loss_at)
+    row = module.case(plan, base, "llama-3b", None)
+    dep, trace, _ = module.lost_pods.setup(plan, base, "llama-3b", None)
+    latest = last_whole_window_start(trace.arrival_s, module.bench.zone_loss_window_s(dep))
+    assert latest > 400.0  # the skewed sample has a whole window after it
+    assert row["worst_at_s"] == 400.0 and lost == [400.0 + module.AFTER_SAMPLE_S]
+    assert row["skewed_share"] == round(1 / len(t), 4) and row["most_above_even"] == 1
