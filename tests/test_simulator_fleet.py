@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -308,3 +309,30 @@ def test_the_fullest_zone_s_ready_replicas_are_sampled_with_the_fleet():
     assert set(fullest[t < 30.0]) == {2.0} and set(fullest[t > 30.0]) == {1.0}
     fleet.fail_zone("a", 30.0)
     assert fleet.ready_by_zone() == {"b": 1, "c": 1}
+
+
+def _mean_excess(key: Callable[[int], int]) -> float:
+    """Replicas 0..R-1 placed round three zones in turn, k of them scaled in by ascending `key`
+    (the ReplicaSet's last tie-break): the fullest zone's replicas above ceil(left / 3), averaged
+    over R = 12..36 and every k that leaves more than three."""
+    import math
+
+    total = count = 0
+    for r in range(12, 37):
+        for k in range(1, r - 3):
+            gone = set(sorted(range(r), key=key)[:k])
+            per_zone = [sum(1 for i in range(r) if i % 3 == z and i not in gone) for z in range(3)]
+            total += max(per_zone) - math.ceil((r - k) / 3)
+            count += 1
+    return total / count
+
+
+def test_the_uid_stand_in_does_not_scale_in_round_the_zones():
+    """Ties are broken by pod UID, which owes nothing to creation order. The stand-in the
+    simulator used before, Knuth's multiplicative hash of the id, ordered replicas nearly as they
+    were created, so tied scale-ins went round the zones and left them flatter than a UID order
+    would; the SHA-256 stand-in leaves the fullest zone more than twice as far above even."""
+    from serving.simulator.replica import pseudo_uid
+
+    knuth = _mean_excess(lambda i: ((i + 1) * 2654435761) % 2**32)
+    assert _mean_excess(pseudo_uid) > 2 * knuth > 0
