@@ -15,7 +15,8 @@ replicas above it. It then loses the fullest zone at the most skewed moment a wh
 window can follow (ties: the most requests in flight) and judges the checklist's zone-loss item
 there. A run without skew says so and loses nothing.
 
-Writes benchmarks/results/zone_skew.json.
+Writes benchmarks/results/zone_skew.json (with `--seed N`, another draw of the rate scaling:
+zone_skew_seedN.json beside it).
 """
 
 from __future__ import annotations
