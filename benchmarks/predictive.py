@@ -104,9 +104,10 @@ def variant_query(dep: Deployment, variant: str) -> str:
     load_ = variant_load(dep, variant)
     if load_ is None or a.ceiling_qps is None or a.survivor_qps is None:
         return a.query
-    # The branch asks for ceil(S Z / (Z - 1)), S = ceil(load x per survivor).
+    # The branch asks for ceil(S Z / (Z - 1)), or S plus the fullest zone's serving pods where
+    # more, S = ceil(load x per survivor).
     branch = zone_query(in_flight_sum(a.selector), load_[0], load_[1], a.ceiling_qps / a.survivor_qps,
-                        a.zones, a.threshold)
+                        a.zones, a.threshold, a.fullest)
     return with_lost_pods(branch, a.threshold, a.lost, a.min_replicas)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from serving.coldstart import ColdStart
 from serving.hardware import MachineShape
+from serving.kube_names import ZONE_KEY
 from serving.logpipeline import vllm_request_logging_args
 from serving.profiles import SliceKind
 from serving.sharing import Partition, Sharing
@@ -20,7 +21,6 @@ from serving.slices import GPU_MEMORY_UTILIZATION, SharingMode
 VLLM_PORT = 8080
 HEALTH_PATH = "/health"  # vLLM answers 200 once the engine is up, 5xx when it has died
 MODEL_DIR = "/mnt/models"  # where KServe mounts the model (storage initializer or local cache)
-ZONE_KEY = "topology.kubernetes.io/zone"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"  # the node lifecycle controller's, on a silent node
 HOST_KEY = "kubernetes.io/hostname"
 MODEL_LABEL = "rtip.dev/model"  # on every predictor pod and on the plan's objects of a model

@@ -35,6 +35,10 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   simulator evaluates).
   Without it the plan's fleet at the conversation trace's peak lost 3 % of the 70B's requests to
   a zone loss, twice its error budget (benchmarks/autoscaling.py);
+- R leaves S only while the zones hold it evenly, and ready replicas drift (the ReplicaSet scales
+  in by node and age, not zone), so the branch asks for at least S plus the most pods serving in
+  one zone (`fullest_zone`: the model's targets whose scrape answered, counted by the zone
+  Prometheus writes on each target from its node, deployments.pod_monitor_spec);
 - a pod whose node is lost still counts for the ReplicaSet until it is evicted (90 s after the
   loss with the predictors' 30 s toleration: serving.failover), so neither branch gets it
   replaced sooner: desired = in-flight or zone branch, the lost pod included, is already met.
@@ -89,6 +93,8 @@ LOST_SCRAPE_S = 0.9 * SCRAPE_TIMEOUT_S
 # last exported it: longer than the exporter is away when it restarts or is rescheduled (its own
 # unreachable toleration is 30 s: serving/_model_pod.py).
 DELETION_MEMORY = "10m"
+# The target label the PodMonitor writes its pod's node's zone into (deployments.pod_monitor_spec).
+ZONE_TARGET_LABEL = "zone"
 COOLDOWN_S = 300  # KEDA default; only applies to scaling to zero, which min >= zones rules out
 FALLBACK_FAILURES = 3  # failed metric reads before KEDA holds the fallback replica count
 FALLBACK_BEHAVIOR = "currentReplicas"  # what the fallback holds: the replicas running (see below)
@@ -124,6 +130,7 @@ class Autoscaling:
     ceiling_qps: float | None = None
     selector: str = ""  # the label matchers of the model's own series, as the query writes them
     lost: str = ""  # the count of its lost pods the query adds (`lost_pods`)
+    fullest: str = ""  # the zone branch's count of the fullest zone's serving pods (`fullest_zone`)
     notes: tuple[str, ...] = ()  # what the plan should say about these bounds
 
     def zone_replicas(self, rate: float) -> int | None:
@@ -207,6 +214,17 @@ def lost_pods(model: str, namespace: str) -> str:
             f'max_over_time({POD_DELETION}{{namespace="{namespace}"}}[{DELETION_MEMORY}]))) or vector(0)')
 
 
+def fullest_zone(model: str, namespace: str) -> str:
+    """The most pods of `model` serving in any one zone: its targets whose last scrape answered
+    (vLLM serves /metrics only once its model has loaded, and stops serving HTTP on SIGTERM, so a
+    pod loading, being scaled in or lost with its node does not count), counted once a pod, by
+    the zone Prometheus wrote on the target from its node (ZONE_TARGET_LABEL). Empty while none
+    serves."""
+    target = f'{{namespace="{namespace}",{pod_target_label(MODEL_LABEL)}="{model}"}}'
+    return (f"max(count by ({ZONE_TARGET_LABEL}) (count by (namespace, pod, {ZONE_TARGET_LABEL}) "
+            f"({UP}{target} == 1)))")
+
+
 def with_lost_pods(query: str, threshold: float, lost: str, floor: int) -> str:
     """`query`, held at `floor` replicas' worth (the ScaledObject's minimum: a fleet at its floor
     must get its lost pods replaced too, and the HPA clamps to the floor only after the query),
@@ -288,7 +306,7 @@ def autoscaling(
     `cold_start_s` how far ahead the zone branch predicts the load (a replacement's cold start)."""
     threshold = in_flight_target(capacity, prof, input_tokens, output_tokens, replicas.headroom)
     selector = f'{{namespace="{namespace}",model_name="{served_name}"}}'
-    query, zone_note, survivor_qps = in_flight_sum(selector), "", None
+    query, zone_note, survivor_qps, fullest = in_flight_sum(selector), "", None, ""
     if replicas.zones > 1:
         z = replicas.zones
         # Zone loss: the worst zone takes ceil(R / Z) of R replicas spread over Z zones, and its
@@ -310,12 +328,13 @@ def autoscaling(
         survivor_qps = capacity.qps
         load = predicted_load(completion_rate(selector), replicas.headroom, cold_start_s,
                               POLLING_INTERVAL_S)
+        fullest = fullest_zone(model, namespace)
         query = zone_query(in_flight_sum(selector), load, 1 / survivor_qps, ceiling_qps / survivor_qps, z,
-                           threshold)
+                           threshold, fullest)
         zone_note = (f"; and at least the replicas whose survivors of one of {z} zones lost carry "
                      f"the completion rate a {cold_start_s:.0f} s cold start ahead ({PREDICT_WINDOW} "
                      f"fit, at most {replicas.headroom:.0%} growth), up to {ceiling_qps:g} req/s, at "
-                     f"{survivor_qps:.2f} req/s each")
+                     f"{survivor_qps:.2f} req/s each, spread evenly or as the zones now hold them")
     lost = lost_pods(model, namespace)
     query = with_lost_pods(query, threshold, lost, replicas.min_replicas)
     room = lost_zone_room(replicas.min_replicas, replicas.zones)
@@ -343,11 +362,11 @@ def autoscaling(
                    f"(baseline: 5 waiting, vLLM production-stack)"),
         survivor_qps=survivor_qps, zones=replicas.zones, headroom=replicas.headroom,
         ceiling_qps=ceiling_qps if survivor_qps is not None else None, selector=selector, lost=lost,
-        notes=notes,
+        fullest=fullest, notes=notes,
     )
 
 
 __all__ = ["DELETION_MEMORY", "FALLBACK_BEHAVIOR", "LOST_SCRAPE_S", "POLLING_INTERVAL_S", "RUNNING",
-           "SCRAPE_TIMEOUT_S", "SUCCESS", "WAITING", "Autoscaling", "autoscaling", "behavior",
-           "completion_rate", "in_flight_at", "in_flight_sum", "in_flight_target", "lost_pods",
-           "with_lost_pods"]
+           "SCRAPE_TIMEOUT_S", "SUCCESS", "WAITING", "ZONE_TARGET_LABEL", "Autoscaling", "autoscaling",
+           "behavior", "completion_rate", "fullest_zone", "in_flight_at", "in_flight_sum",
+           "in_flight_target", "lost_pods", "with_lost_pods"]

@@ -18,10 +18,13 @@ the simulator that writes them.
   pod's own).
 - kube-state-metrics' `kube_deployment_spec_replicas{namespace, deployment}` (internal/store/
   deployment.go): a Deployment's desired replicas, for as long as the object exists.
+- The well-known node label of a node's zone (ZONE_KEY), which every cloud's node controller sets
+  and Prometheus's pod discovery can attach to a pod's target (`attachMetadata`).
 """
 
 from __future__ import annotations
 
+ZONE_KEY = "topology.kubernetes.io/zone"
 POD_DELETION = "kube_pod_deletion_timestamp"
 POD_CREATED = "kube_pod_created"
 POD_READY = "kube_pod_status_ready"

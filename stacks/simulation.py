@@ -20,7 +20,8 @@ import stacks). Per `ModelRegionPlan`:
 - autoscaler: `KedaAutoscaler(plan.autoscaling.scaled_object_spec(...))`, the very dict the
   ScaledObject manifest carries (`serving.deployments.scaled_object`); the simulated Prometheus
   labels the metrics with the served model name and the models namespace, and each target with
-  the PodMonitor's podTargetLabels (`model_target_labels`), as the query expects.
+  the PodMonitor's podTargetLabels (`model_target_labels`) and the zone label its relabelling
+  writes from the target's node (`monitor_zone_label`), as the query expects.
 - targets: the tier's TTFT / TPOT, its percentile and availability.
 
 GPU-hours of one replica count the share of the GPUs its slice is (a MIG instance its memory
@@ -55,7 +56,7 @@ from serving.simulator import (
     Trace,
     ZoneFailure,
 )
-from serving.simulator.prometheus import monitor_target_labels
+from serving.simulator.prometheus import monitor_target_labels, monitor_zone_label
 from serving.slices import SharingMode
 from stacks.model_plan import ModelRegionPlan
 from stacks.naming import MODELS_NAMESPACE
@@ -112,6 +113,7 @@ class Deployment:
                          scrape_timeout_s=float(SCRAPE_TIMEOUT_S),
                          zone_failures=zone_failures, model_name=self.plan.model,
                          namespace=MODELS_NAMESPACE, target_labels=model_target_labels(self.plan.model),
+                         zone_label=monitor_zone_label(pod_monitor_spec(self.plan.model)),
                          end_s=end_s, autoscale_offset_s=self.autoscale_offset_s)
 
     def inputs(self) -> dict[str, object]:

@@ -267,6 +267,9 @@ class SimConfig:
     # Labels Prometheus adds to each of the model's targets (`up`, `scrape_duration_seconds`):
     # the PodMonitor's podTargetLabels (stacks/simulation.py reads them off the emitted spec).
     target_labels: tuple[tuple[str, str], ...] = ()
+    # The target label Prometheus writes each target's node's zone into (the PodMonitor's
+    # relabelling of its attached node metadata), if any: a replica's zone is its node's.
+    zone_label: str | None = None
     end_s: float | None = None  # stop here; None: when every request is served
     log_steps: bool = False
     # How long after each scrape the autoscaler reads. 0: at the scrape's instant, the freshest

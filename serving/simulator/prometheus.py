@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from serving.kube_names import NAME_ALPHABET, POD_CREATED, POD_READY, predictor_name
+from serving.kube_names import NAME_ALPHABET, POD_CREATED, POD_READY, ZONE_KEY, predictor_name
 
 Labels = tuple[tuple[str, str], ...]
 LOOKBACK_S = 300.0
@@ -52,6 +52,33 @@ def monitor_target_labels(spec: Mapping[str, Any]) -> dict[str, str]:
     required = (spec.get("selector") or {}).get("matchLabels") or {}
     return {pod_target_label(str(k)): str(required[k]) for k in spec.get("podTargetLabels") or []
             if k in required}
+
+
+# Prometheus's pod discovery, with the node's metadata attached (`attach_metadata: node`, a
+# PodMonitor's `attachMetadata.node`), gives each target every label of its pod's node as
+# `__meta_kubernetes_node_label_<name>`, the name sanitised as a label name (discovery/kubernetes
+# pod.go `attachNodeMetadata`: strutil.SanitizeLabelName, every character outside [a-zA-Z0-9_]
+# made '_'). Meta labels are dropped after relabelling: only a relabelling keeps one.
+NODE_LABEL_META = "__meta_kubernetes_node_label_"
+NODE_ZONE_META = NODE_LABEL_META + _INVALID_LABEL_CHAR.sub("_", ZONE_KEY)
+
+
+def monitor_zone_label(spec: Mapping[str, Any]) -> str | None:
+    """The target label a PodMonitor `spec` writes its pod's node's zone into on every target, if
+    it does: the node's metadata attached (`attachMetadata.node` true) and, on every endpoint, a
+    relabelling that copies NODE_ZONE_META whole into one target label (action `replace` with the
+    default regex and replacement). A later relabelling of the same label is not looked for."""
+    if (spec.get("attachMetadata") or {}).get("node") is not True:
+        return None
+    written: set[str] = set()
+    endpoints = spec.get("podMetricsEndpoints") or []
+    for endpoint in endpoints:
+        found = {str(r["targetLabel"]) for r in endpoint.get("relabelings") or []
+                 if r.get("sourceLabels") == [NODE_ZONE_META] and r.get("targetLabel")
+                 and str(r.get("action", "replace")).lower() == "replace"
+                 and r.get("regex", "(.*)") == "(.*)" and r.get("replacement", "$1") in ("$1", "${1}")}
+        written = found if endpoint is endpoints[0] else written & found
+    return min(written) if written else None
 
 
 def pod_samples(store: Store, now: float, namespace: str, pod: str, created_s: float,

@@ -179,12 +179,13 @@ class _Parser:
         return self.primary()
 
     def primary(self) -> Node:
+        start = self.i
         node = self.operand()
         while self.peek()[1] == "[":  # a subquery of any instant expression: expr[range:step]
-            node = self.subquery(node)
+            node = self.subquery(node, start)
         return node
 
-    def subquery(self, inner: Node) -> Node:
+    def subquery(self, inner: Node, start: int) -> Node:
         if hasattr(inner, "window"):
             raise PromQLError(f"PromQL: a subquery is only allowed on an instant expression, not a "
                               f"range vector, in {self.query!r}")
@@ -198,7 +199,8 @@ class _Parser:
                               f"not known here) in {self.query!r}")
         step = self.duration()
         self.take("]")
-        return _subquery(inner, window, step)
+        # Its text is its memo's key: the same subquery written twice in a query is one memo.
+        return _subquery(inner, window, step, tuple(self.toks[start:self.i]))
 
     def duration(self) -> float:
         kind, raw = self.take()

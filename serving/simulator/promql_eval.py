@@ -195,14 +195,15 @@ def linear_regression(times: list[float], values: list[float],
     return slope, sum_y / n - slope * sum_x / n
 
 
-def _subquery(inner: Node, window: float, step: float) -> Node:
+def _subquery(inner: Node, window: float, step: float, key: object = None) -> Node:
     """`inner[window:step]`: `inner` evaluated at every multiple of `step` after t - window up to t
     (Prometheus 3's engine.go: the first aligned timestamp strictly after the start, so the range
     is left-open like a range selector's). The values at past steps are memoised on the store:
     the same autoscaling query is polled every 15 s and shares all but one of its steps with the
     last poll (the store drops the memo when a sample or a staleness mark arrives at or before
-    the latest memoised step)."""
-    key = object()
+    the latest memoised step). `key` names the memo: the subquery's text, so one written twice
+    (the zone branch's load) is evaluated once a step; None, a memo of its own."""
+    key = object() if key is None else key
 
     def run(ev: Evaluator) -> RangeVector:
         first = math.floor((ev.t - window) / step)

@@ -152,7 +152,7 @@ class Simulation:
         interval = self.cfg.scrape_interval_s
         for r in self.fleet.replicas:
             pod = self._pod(r)
-            target = (("namespace", self.cfg.namespace), ("pod", pod), *self.cfg.target_labels)
+            target = self._target(r, pod)
             if r.unreachable:
                 # Lost with its zone: this scrape fails at its timeout, when Prometheus writes it
                 # (`scrape_failed`). Deleted or not, its pod stays a target: the object goes only
@@ -194,12 +194,16 @@ class Simulation:
         the pod's own series with a staleness marker there (kube-state-metrics' series of the pod
         are the exporter's, not the pod's)."""
         pod = self._pod(r)
-        target = (("namespace", self.cfg.namespace), ("pod", pod), *self.cfg.target_labels)
+        target = self._target(r, pod)
         if r.rid not in self._stale_marked:
             self.store.mark_stale(began, "pod", pod, keep=(*TARGET_SERIES, *KSM_POD_SERIES))
             self._stale_marked.add(r.rid)
         self.store.add(began, UP, target, 0.0)
         self.store.add(began, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
+
+    def _target(self, r: Replica, pod: str) -> tuple[tuple[str, str], ...]:
+        zone = ((self.cfg.zone_label, r.zone),) if self.cfg.zone_label else ()
+        return (("namespace", self.cfg.namespace), ("pod", pod), *self.cfg.target_labels, *zone)
 
     def _pod(self, r: Replica) -> str:
         # As a ReplicaSet names it: the Deployment, the template's hash (one template here), a suffix.

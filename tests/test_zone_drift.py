@@ -1,0 +1,94 @@
+"""The zone branch on a fleet whose zones drifted apart (serving/zone_branch.py `zone_query` with
+serving/autoscaling.py `fullest_zone`): it asks for S survivors plus the fullest zone's serving
+pods where that is more than the even spread's ceil(S Z / (Z - 1)), by Prometheus's own engine
+(promtool 3.5) and the simulator's alike, against a hand count of the pods; and the simulator
+labels each target with its node's zone as the emitted PodMonitor has Prometheus do."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from serving.autoscaling import fullest_zone
+from serving.simulator import StaticPolicy, Trace
+from serving.simulator.promql import evaluate
+from serving.simulator.sim import Simulation
+from serving.zone_branch import zone_query
+from stacks.simulation import deployment, select
+from tests import promtool
+from tests.conftest import plan_of
+from tests.test_promql_sets import _store, _unnamed
+from tests.test_promql_subquery import _labels, _seconds
+
+
+def _pods(prefix: str, zone: str, count: int, notation: str = "1x40", model: str = "x") -> dict[str, str]:
+    return {f'up{{namespace="m",pod="{prefix}{i}",rtip_dev_model="{model}",zone="{zone}"}}': notation
+            for i in range(1, count + 1)}
+
+
+# Model x's 18 pods sit at 7/7/4 over zones a/b/c, scraped every 15 s. p7 (zone a) is scaled in
+# after 150 s (refuses its scrape on SIGTERM, then its target goes); q7 (zone b) is lost after
+# 300 s (its scrapes time out: `up` 0). r5 (zone c) is loading its model throughout (refused).
+# s1 serves model y in zone a.
+SERIES = {
+    **_pods("p", "a", 6), 'up{namespace="m",pod="p7",rtip_dev_model="x",zone="a"}': "1x10 0x1 stale",
+    **_pods("q", "b", 6), 'up{namespace="m",pod="q7",rtip_dev_model="x",zone="b"}': "1x20 0x20",
+    **_pods("r", "c", 4), 'up{namespace="m",pod="r5",rtip_dev_model="x",zone="c"}': "0x40",
+    **_pods("s", "a", 1, model="y"),
+}
+TIMES = ["1m", "3m", "6m"]
+SURVIVORS, ZONES, TARGET = 12, 3, 2.0  # S from a load of 11.5 at 1 req/s a survivor
+
+
+def _query(model: str) -> str:
+    return zone_query("vector(1)", "vector(11.5)", 1.0, 100.0, ZONES, TARGET, fullest_zone(model, "m"))
+
+
+def test_the_fullest_zone_and_the_branch_agree_with_prometheus_and_a_hand_count(tmp_path: Path) -> None:
+    queries = [fullest_zone("x", "m"), _query("x"), _query("none")]
+    pairs = [(q, t) for q in queries for t in TIMES]
+    want = promtool.evaluate(SERIES, pairs, tmp_path, interval="15s")
+    store = _store(SERIES)
+    got = {}
+    for (query, at), named in zip(pairs, want, strict=True):
+        answer = evaluate(query, store, _seconds(at))
+        assert isinstance(answer, dict)
+        assert {_labels(k): v for k, v in answer.items()} == pytest.approx(
+            {_unnamed(k): v for k, v in named.items()}), (query, at)
+        got[query, at] = answer.get((), None)
+    # By hand, serving pods a zone: 7/7/4 at 1 min; 6/7/4 at 3 min (p7 gone); 6/6/4 at 6 min (q7
+    # lost); r5 (loading) and y's s1 never count.
+    assert [got[queries[0], t] for t in TIMES] == [7, 7, 6]
+    even = -(-SURVIVORS * ZONES // (ZONES - 1))  # ceil(12 x 3 / 2) = 18
+    asked = [max(even, SURVIVORS + fullest) for fullest in (7, 7, 6)]
+    assert asked == [19, 19, 18]
+    # The HPA divides by the target: the replicas each read asks for.
+    assert [got[queries[1], t] / TARGET for t in TIMES] == asked
+    # A model with no serving pod (every one loading, or none yet) falls back to the even spread.
+    assert [got[queries[2], t] / TARGET for t in TIMES] == [even] * 3
+
+
+def test_the_simulator_writes_each_targets_node_zone_as_the_pod_monitor_has_it() -> None:
+    """The emitted PodMonitor relabels its node's zone into `zone` (stacks/simulation.py reads it
+    off the spec), so the simulated Prometheus's `up` carries each replica's zone: counted by it,
+    the serving pods a zone are the fleet's own ready replicas a zone."""
+    plan = plan_of("prod")
+    (mp,) = select(plan, "llama-8b")
+    dep = deployment(plan, mp)
+    cfg = dep.sim_config()
+    assert cfg.zone_label == "zone" and len(cfg.fleet.zones) == 3
+    rng = np.random.default_rng(3)
+    arrivals = np.cumsum(rng.exponential(1.0, 400))
+    trace = Trace(arrivals, rng.integers(200, 800, 400), rng.integers(20, 100, 400), source="poisson")
+    sim = Simulation(trace, replace(cfg, end_s=900.0), "least-loaded", StaticPolicy(mp.min_replicas))
+    sim.run()
+    by_zone = sim.fleet.ready_by_zone()
+    assert sum(by_zone.values()) == mp.min_replicas
+    at = 885.0  # a scrape instant, every replica long since ready
+    target = f'up{{namespace="{cfg.namespace}",rtip_dev_model="{mp.model}"}}'
+    counted = evaluate(f"count by (zone) ({target} == 1)", sim.store, at)
+    assert counted == {(("zone", z),): float(n) for z, n in by_zone.items()}
+    assert evaluate(fullest_zone(mp.model, cfg.namespace), sim.store, at) == {(): max(by_zone.values())}
