@@ -1,19 +1,25 @@
-"""How far the plan's zones' ready replicas drift from even, and a zone lost at the worst drift.
+"""How far the plan's zones' ready replicas drift from even, what the zone branch's drift term
+does about it, and a zone lost at the worst drift.
 
-The zone branch asks for the fewest replicas R whose survivors of the fullest zone carry the load,
-R - ceil(R / Z) of them (serving/zone_branch.py), which holds while the zones are even. Topology
-spread evens the zones' pods as they are placed, but not their ready replicas at every moment:
-the ReplicaSet scales in by node and age, not by zone (controller_utils.go ActivePodsWithRanks;
-the simulator's `_deletion_rank`), and a scale-up's replicas become ready at different times. So
-the fullest zone can hold more than ceil(ready / Z) ready replicas, and a loss then leaves fewer
-survivors than the branch sized. The bounds have no slack for it (serving/capacity.py `_spread`).
+The zone branch asks for the fewest replicas R whose survivors of the fullest zone carry the
+load, R - ceil(R / Z) of them (serving/zone_branch.py), which holds while the zones are even.
+Topology spread evens the zones' pods as they are placed, but not their ready replicas at every
+moment: the ReplicaSet scales in by node and age, not by zone (controller_utils.go
+ActivePodsWithRanks; the simulator's `_deletion_rank`), and a scale-up's replicas become ready at
+different times. So the fullest zone can hold more than ceil(ready / Z) ready replicas, and a loss
+then leaves fewer survivors than the branch sized. The branch's drift term asks for S plus the
+fullest zone's serving pods where that is more.
 
 For each trace and model of the prod plan, as benchmarks/autoscaling.py replays them, this runs the
-plan's fleet with every zone up and reads, every 5 s sample, the fullest zone's ready replicas
-against the even share ceil(ready / Z): the share of the run with a zone above it and the most
-replicas above it. It then loses the fullest zone at the most skewed moment a whole zone-loss
-window can follow (ties: the most requests in flight) and judges the checklist's zone-loss item
-there. A run without skew says so and loses nothing.
+plan's fleet with every zone up, under the plan's query and under the same query without the
+drift term (`even-spread`: the even spread's ceil(S Z / (Z - 1)) alone), and reads every 5 s
+sample: the fullest zone's ready replicas against the even share ceil(ready / Z) (the share of
+the run with a zone above it, the most above it); the share of samples whose ready replicas
+outside the fullest zone are fewer than the survivors S the branch reads then
+(`survivors_short_share`: a scale-up still starting counts too, under either query); and the
+run's GPU-hours. It then loses the fullest zone at the most skewed moment a whole zone-loss window
+can follow (ties: the most requests in flight) and judges the checklist's zone-loss item there.
+A run without skew says so and loses nothing.
 
 Writes benchmarks/results/zone_skew.json (with `--seed N`, another draw of the rate scaling:
 zone_skew_seedN.json beside it).
@@ -33,9 +39,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import autoscaling as bench  # noqa: E402
 import lost_pods  # noqa: E402
+import predictive  # noqa: E402
 
-from serving.simulator import SimResult, simulate  # noqa: E402
-from stacks.slo_check import last_whole_window_start  # noqa: E402
+from serving.simulator import SimResult, Simulation  # noqa: E402
+from serving.simulator.promql import evaluate  # noqa: E402
+from stacks.simulation import Deployment  # noqa: E402
+from stacks.slo_check import figures, last_whole_window_start  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "zone_skew.json"
 AFTER_SAMPLE_S = 0.001
@@ -64,33 +73,70 @@ def skew(result: SimResult, zones: int, latest_s: float) -> dict[str, Any]:
             "worst_in_window": int(worst)}
 
 
+def survivors_short(result: SimResult, survivors: list[float]) -> float:
+    """The share of samples whose ready replicas outside the fullest zone are fewer than the
+    survivors the branch read at that sample (`survivors`, one a sample; NaN: none read)."""
+    outside = np.asarray(result.series["ready"]) - np.asarray(result.series["fullest_ready"])
+    wanted = np.asarray(survivors, dtype=float)
+    if not len(wanted):
+        return 0.0
+    return round(float(np.mean(np.nan_to_num(wanted, nan=0.0) > outside)), 4)
+
+
+def replay(dep: Deployment, trace: Any) -> tuple[SimResult, list[float]]:
+    """The plan's run under `dep`'s query with every zone up, and at each sample the survivors
+    S its zone branch reads (the 5-minute fit's share, rounded up), off the run's Prometheus."""
+    fleet = bench._start_fleet(dep, trace, "plan")
+    sim = Simulation(trace, dep.sim_config(fleet=fleet), "least-loaded", bench._policy("plan", dep, trace))
+    result = sim.run()
+    expr = f"ceil({predictive.variant_survivors(dep, f'predict-{predictive.PREDICT_WINDOW}')})"
+    survivors = []
+    for t in result.series["t"]:
+        got = evaluate(expr, sim.store, float(t))
+        survivors.append(next(iter(got.values())) if isinstance(got, dict) and got else float("nan"))
+    return result, survivors
+
+
+# The plan's query, and the same without its drift term.
+VARIANTS = {"plan": f"predict-{predictive.PREDICT_WINDOW}", "even-spread": predictive.EVEN}
+
+
 def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> dict[str, Any]:
     dep, trace, _ = lost_pods.setup(plan, base, model, at, seed)
-    fleet = bench._start_fleet(dep, trace, "plan")
-    result = simulate(trace, dep.sim_config(fleet=fleet), "least-loaded", bench._policy("plan", dep, trace))
     latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
-    found = skew(result, len(fleet.zones), latest - AFTER_SAMPLE_S)
-    loss = None
-    if found["worst_at_s"] is not None:
-        # Just after the sample: at one instant the simulator takes a zone failure before the
-        # autoscaler's decision and samples after it, so a loss at the sample's own instant would
-        # meet the fleet before a scale-in that the sample already shows.
-        loss = bench.zone_loss_at(dep, trace, "plan", found["worst_at_s"] + AFTER_SAMPLE_S)
-        loss = {k: loss[k]
-                for k in ("zone", "at_s", "status", "bad", "requests", "bad_share", "error_budget")}
+    rows = {}
+    for name, variant in VARIANTS.items():
+        run = predictive.with_query(dep, predictive.variant_query(dep, variant))
+        result, survivors = replay(run, trace)
+        found = skew(result, len(run.fleet.zones), latest - AFTER_SAMPLE_S)
+        loss = None
+        if found["worst_at_s"] is not None:
+            # Just after the sample: at one instant the simulator takes a zone failure before the
+            # autoscaler's decision and samples after it, so a loss at the sample's own instant
+            # would meet the fleet before a scale-in that the sample already shows.
+            loss = bench.zone_loss_at(run, trace, "plan", found["worst_at_s"] + AFTER_SAMPLE_S)
+            loss = {k: loss[k]
+                    for k in ("zone", "at_s", "status", "bad", "requests", "bad_share", "error_budget")}
+        figs = figures(result, run)
+        rows[name] = {**found, "survivors_short_share": survivors_short(result, survivors),
+                      "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"],
+                      "zone_loss_at_worst": loss}
     mp = dep.plan
-    return {"model": model, "at_s": found["worst_at_s"],
-            "replicas_bounds": [mp.min_replicas, mp.max_replicas], "zones": len(fleet.zones),
-            **found, "zone_loss_at_worst": loss}
+    return {"model": model, "at_s": rows["plan"]["worst_at_s"],
+            "replicas_bounds": [mp.min_replicas, mp.max_replicas], "zones": len(dep.fleet.zones),
+            **rows["plan"], "even_spread": rows["even-spread"]}
 
 
 def _describe(row: dict[str, Any]) -> str:
-    loss = row["zone_loss_at_worst"]
-    lost = ("no skew a whole window can follow" if loss is None else
-            f"lost then: {loss['bad_share']:.2%} of {loss['requests']} {loss['status']} "
-            f"(budget {loss['error_budget']:.2%})")
-    return (f": a zone above its even share {row['skewed_share']:.1%} of the run, at most "
-            f"+{row['most_above_even']}; {lost}")
+    parts = []
+    for name, got in (("plan", row), ("even", row["even_spread"])):
+        loss = got["zone_loss_at_worst"]
+        lost = ("no skew a whole window can follow" if loss is None else
+                f"lost at {loss['at_s']:.0f} s: {loss['bad_share']:.2%} of {loss['requests']} "
+                f"{loss['status']} (budget {loss['error_budget']:.2%})")
+        parts.append(f"{name}: above even {got['skewed_share']:.1%} (+{got['most_above_even']}), "
+                     f"short of S {got['survivors_short_share']:.1%}, {got['gpu_hours']} GPU-h; {lost}")
+    return ": " + " | ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

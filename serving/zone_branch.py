@@ -15,7 +15,7 @@ PREDICT_WINDOW = "5m"
 
 
 def zone_query(in_flight: str, load: str, per_survivor: float, ceiling: float, zones: int,
-               threshold: float, fullest: str) -> str:
+               threshold: float, fullest: str | None) -> str:
     """The trigger with its zone branch: the larger of requests in flight (`in_flight`, a sum
     over the model's pods) and `threshold` x
     S Z / (Z - 1), S = ceil(`load` x `per_survivor`) (held at most at `ceiling`, in survivors).
@@ -44,11 +44,13 @@ def zone_query(in_flight: str, load: str, per_survivor: float, ceiling: float, z
     a drifted fleet, and its new replicas go to the emptier zones (the pods' spread constraint),
     which the fullest zone does not grow by. The even-spread term stays: from a fleet smaller
     than R, S plus the fullest zone alone would climb to R one cold start at a time (a replica
-    counts only once serving)."""
+    counts only once serving). `fullest` None leaves the drift term out: the even spread alone,
+    which benchmarks/zone_skew.py compares the plan with."""
     survivors = f"ceil({survivor_share(load, per_survivor, ceiling)})"
-    drifted = f"scalar({survivors} + ({fullest} or vector(0)))"
-    return (f"clamp_min(clamp_min({survivors} * {zones} / {zones - 1}, {drifted}) * {threshold:g}, "
-            f"scalar({in_flight}))")
+    even = f"{survivors} * {zones} / {zones - 1}"
+    if fullest is not None:
+        even = f"clamp_min({even}, scalar({survivors} + ({fullest} or vector(0))))"
+    return f"clamp_min({even} * {threshold:g}, scalar({in_flight}))"
 
 
 def survivor_share(load: str, per_survivor: float, ceiling: float) -> str:

@@ -82,7 +82,13 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     ready = np.full(len(t), 6.0)
     fullest = np.where(t == 400.0, 3.0, 2.0)  # one sample a replica above the even 2/2/2
     series = {"t": t, "ready": ready, "fullest_ready": fullest, "running": ready, "waiting": 0 * t}
-    monkeypatch.setattr(module, "simulate", lambda *a, **k: SimpleNamespace(series=series))
+    replayed: list[str] = []
+
+    def replay(dep: Any, trace: Any) -> tuple[Any, list[float]]:
+        replayed.append(dep.scaled_object["triggers"][0]["metadata"]["query"])
+        return SimpleNamespace(series=series), [4.0] * len(t)
+    monkeypatch.setattr(module, "replay", replay)
+    monkeypatch.setattr(module, "figures", lambda result, dep: {"gpu_hours": 1.0, "node_gpu_hours": 2.0})
     lost: list[float] = []
 
     def zone_loss_at(dep: Any, trace: Any, policy: str, at: float) -> dict[str, Any]:
@@ -94,5 +100,18 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     dep, trace, _ = module.lost_pods.setup(plan, base, "llama-3b", None)
     latest = last_whole_window_start(trace.arrival_s, module.bench.zone_loss_window_s(dep))
     assert latest > 400.0  # the skewed sample has a whole window after it
-    assert row["worst_at_s"] == 400.0 and lost == [400.0 + module.AFTER_SAMPLE_S]
+    # Both queries are replayed and lost there: the plan's, then the same without the drift term.
+    assert row["worst_at_s"] == 400.0 and lost == [400.0 + module.AFTER_SAMPLE_S] * 2
     assert row["skewed_share"] == round(1 / len(t), 4) and row["most_above_even"] == 1
+    assert replayed[0] == dep.scaled_object["triggers"][0]["metadata"]["query"]
+    assert "by (zone)" in replayed[0] and "by (zone)" not in replayed[1]
+    # Outside the fullest zone 4 ready (3 at 400 s) against S = 4: short at one sample.
+    assert row["survivors_short_share"] == row["even_spread"]["survivors_short_share"] == round(1 / len(t), 4)
+
+
+def test_survivors_short_counts_the_samples_whose_other_zones_hold_fewer_than_s() -> None:
+    """Ready 6, 6, 5, 5, 7 with the fullest zone at 2, 3, 2, 3, 3: outside it 4, 3, 3, 2, 4.
+    Against S = 3, 4, 3, 3, NaN (no read): short at 5 s (3 < 4) and 15 s (2 < 3), two of five."""
+    short = _load("zone_skew").survivors_short
+    assert short(SimpleNamespace(series=SERIES), [3.0, 4.0, 3.0, 3.0, float("nan")]) == 0.4
+    assert short(SimpleNamespace(series=SERIES), [2.0] * 5) == 0.0
