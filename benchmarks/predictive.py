@@ -56,20 +56,25 @@ from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import (  # noqa: E402
     POLLING_INTERVAL_S,
     SCALE_DOWN_STABILIZATION_S,
+    ZONE_TARGET_LABEL,
     completion_rate,
+    fullest_zone,
     in_flight_sum,
     with_lost_pods,
 )
 from serving.simulator import Trace, load_azure_2023  # noqa: E402
+from serving.simulator.prometheus import NODE_ZONE_META  # noqa: E402
 from serving.zone_branch import PREDICT_WINDOW, predicted_load, survivor_share, zone_query  # noqa: E402
+from stacks.naming import MODELS_NAMESPACE  # noqa: E402
 from stacks.simulation import Deployment, deployment, select  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "predictive.json"
 WINDOWS = ("5m", "10m", "20m")
 VARIANTS = ("stated", *(f"predict-{w}" for w in WINDOWS), "none")
-# The plan's fit without the zone branch's drift term (S plus the fullest zone's serving pods):
-# the even spread's ceil(S Z / (Z - 1)) alone, as the branch was before it (benchmarks/zone_skew.py).
-EVEN = f"even-{PREDICT_WINDOW}"
+# The plan's fit with the zone branch's drift term (S plus the fullest zone's serving pods, which
+# the plan leaves out), read off a PodMonitor that writes each target's node zone
+# (benchmarks/zone_skew.py).
+DRIFT = f"drift-{PREDICT_WINDOW}"
 
 
 def variant_load(dep: Deployment, variant: str) -> tuple[str, float] | None:
@@ -84,7 +89,7 @@ def variant_load(dep: Deployment, variant: str) -> tuple[str, float] | None:
         return rate, (1 + a.headroom) / a.survivor_qps
     if variant == "none":
         return rate, 1 / a.survivor_qps
-    if variant.startswith(("predict-", "even-")):
+    if variant.startswith(("predict-", "drift-")):
         window = variant.partition("-")[2]
         return (predicted_load(rate, a.headroom, dep.fleet.cold_start.full_s, POLLING_INTERVAL_S, window),
                 1 / a.survivor_qps)
@@ -107,10 +112,11 @@ def variant_query(dep: Deployment, variant: str) -> str:
     load_ = variant_load(dep, variant)
     if load_ is None or a.ceiling_qps is None or a.survivor_qps is None:
         return a.query
-    # The branch asks for ceil(S Z / (Z - 1)), or S plus the fullest zone's serving pods where
-    # more, S = ceil(load x per survivor).
+    # The branch asks for ceil(S Z / (Z - 1)), S = ceil(load x per survivor); with the drift
+    # term, S plus the fullest zone's serving pods where that is more.
+    fullest = fullest_zone(dep.plan.model, MODELS_NAMESPACE) if variant.startswith("drift-") else None
     branch = zone_query(in_flight_sum(a.selector), load_[0], load_[1], a.ceiling_qps / a.survivor_qps,
-                        a.zones, a.threshold, None if variant.startswith("even-") else a.fullest)
+                        a.zones, a.threshold, fullest)
     return with_lost_pods(branch, a.threshold, a.lost, a.min_replicas)
 
 
@@ -118,6 +124,24 @@ def with_query(dep: Deployment, query: str) -> Deployment:
     scaled = copy.deepcopy(dep.scaled_object)
     scaled["triggers"][0]["metadata"]["query"] = query
     return replace(dep, scaled_object=scaled)
+
+
+def with_node_zone(spec: dict[str, Any]) -> dict[str, Any]:
+    """PodMonitor `spec` with what the drift term groups by on every target: the node's metadata
+    attached (`attachMetadata.node`: Prometheus's pod discovery then gives each target the node's
+    labels, `attachNodeMetadata`) and the node's zone label relabelled into ZONE_TARGET_LABEL."""
+    out = copy.deepcopy(spec)
+    out["attachMetadata"] = {"node": True}
+    for endpoint in out.get("podMetricsEndpoints") or []:
+        endpoint.setdefault("relabelings", []).append(
+            {"action": "replace", "sourceLabels": [NODE_ZONE_META], "targetLabel": ZONE_TARGET_LABEL})
+    return out
+
+
+def variant_deployment(dep: Deployment, variant: str) -> Deployment:
+    """`dep` under `variant`'s query; for the drift term, scraped by a PodMonitor that writes it."""
+    dep = with_query(dep, variant_query(dep, variant))
+    return replace(dep, pod_monitor=with_node_zone(dep.pod_monitor)) if variant.startswith("drift-") else dep
 
 
 def with_scale_down(dep: Deployment, window_s: int) -> Deployment:
@@ -129,7 +153,7 @@ def with_scale_down(dep: Deployment, window_s: int) -> Deployment:
 
 def run(dep: Deployment, trace: Trace, variant: str, pool: Executor | None,
         scale_down_s: int = SCALE_DOWN_STABILIZATION_S) -> dict[str, Any]:
-    dep = with_scale_down(with_query(dep, variant_query(dep, variant)), scale_down_s)
+    dep = with_scale_down(variant_deployment(dep, variant), scale_down_s)
     got = bench.run(dep, trace, "plan")
     at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
     sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
@@ -179,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                          "scale_down_seed<N>.json with other windows")
     args = ap.parse_args(argv)
     variants = tuple(v for v in args.variants.split(",") if v)
-    if not variants or variants[0] != "stated" or not set(variants) <= {*VARIANTS, EVEN}:
-        ap.error(f"--variants: stated first, then any of {', '.join((*VARIANTS[1:], EVEN))}")
+    if not variants or variants[0] != "stated" or not set(variants) <= {*VARIANTS, DRIFT}:
+        ap.error(f"--variants: stated first, then any of {', '.join((*VARIANTS[1:], DRIFT))}")
     windows = [int(w) for w in args.scale_down.split(",") if w]
     if SCALE_DOWN_STABILIZATION_S not in windows:
         ap.error(f"--scale-down: include the plan's {SCALE_DOWN_STABILIZATION_S} (rows are judged on it)")

@@ -1,5 +1,5 @@
-"""How far the plan's zones' ready replicas drift from even, what the zone branch's drift term
-does about it, and a zone lost at the worst drift.
+"""How far the plan's zones' ready replicas drift from even, what a drift term in the zone branch
+would do about it, and a zone lost at the worst drift.
 
 The zone branch asks for the fewest replicas R whose survivors of the fullest zone carry the
 load, R - ceil(R / Z) of them (serving/zone_branch.py), which holds while the zones are even.
@@ -7,13 +7,13 @@ Topology spread evens the zones' pods as they are placed, but not their ready re
 moment: the ReplicaSet scales in by node and age, not by zone (controller_utils.go
 ActivePodsWithRanks; the simulator's `_deletion_rank`), and a scale-up's replicas become ready at
 different times. So the fullest zone can hold more than ceil(ready / Z) ready replicas, and a loss
-then leaves fewer survivors than the branch sized. The branch's drift term asks for S plus the
-fullest zone's serving pods where that is more.
+then leaves fewer survivors than the branch sized. A drift term would ask for S plus the fullest
+zone's serving pods where that is more; the plan leaves it out.
 
 For each trace and model of the prod plan, as benchmarks/autoscaling.py replays them, this runs the
-plan's fleet with every zone up, under the plan's query and under the same query without the
-drift term (`even-spread`: the even spread's ceil(S Z / (Z - 1)) alone), and reads every 5 s
-sample: the fullest zone's ready replicas against the even share ceil(ready / Z) (the share of
+plan's fleet with every zone up, under the plan's query and under the same query with the drift
+term (`drift-term`, scraped by a PodMonitor that writes each target's node zone), and reads every
+5 s sample: the fullest zone's ready replicas against the even share ceil(ready / Z) (the share of
 the run with a zone above it, the most above it); the share of samples whose ready replicas
 outside the fullest zone are fewer than the survivors S the branch reads then
 (`survivors_short_share`: a scale-up still starting counts too, under either query); and the
@@ -97,8 +97,8 @@ def replay(dep: Deployment, trace: Any) -> tuple[SimResult, list[float]]:
     return result, survivors
 
 
-# The plan's query, and the same without its drift term.
-VARIANTS = {"plan": f"predict-{predictive.PREDICT_WINDOW}", "even-spread": predictive.EVEN}
+# The plan's query, and the same with the drift term the plan leaves out.
+VARIANTS = {"plan": f"predict-{predictive.PREDICT_WINDOW}", "drift-term": predictive.DRIFT}
 
 
 def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> dict[str, Any]:
@@ -106,7 +106,7 @@ def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> d
     latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
     rows = {}
     for name, variant in VARIANTS.items():
-        run = predictive.with_query(dep, predictive.variant_query(dep, variant))
+        run = predictive.variant_deployment(dep, variant)
         result, survivors = replay(run, trace)
         found = skew(result, len(run.fleet.zones), latest - AFTER_SAMPLE_S)
         loss = None
@@ -124,12 +124,12 @@ def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> d
     mp = dep.plan
     return {"model": model, "at_s": rows["plan"]["worst_at_s"],
             "replicas_bounds": [mp.min_replicas, mp.max_replicas], "zones": len(dep.fleet.zones),
-            **rows["plan"], "even_spread": rows["even-spread"]}
+            **rows["plan"], "drift_term": rows["drift-term"]}
 
 
 def _describe(row: dict[str, Any]) -> str:
     parts = []
-    for name, got in (("plan", row), ("even", row["even_spread"])):
+    for name, got in (("plan", row), ("drift", row["drift_term"])):
         loss = got["zone_loss_at_worst"]
         lost = ("no skew a whole window can follow" if loss is None else
                 f"lost at {loss['at_s']:.0f} s: {loss['bad_share']:.2%} of {loss['requests']} "

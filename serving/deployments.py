@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from serving import _model_pod as pod
 from serving import drain
 from serving._model_pod import MODEL_LABEL
-from serving.autoscaling import POLLING_INTERVAL_S, SCRAPE_TIMEOUT_S, ZONE_TARGET_LABEL, Autoscaling
+from serving.autoscaling import POLLING_INTERVAL_S, SCRAPE_TIMEOUT_S, Autoscaling
 from serving.charts import IMAGES, Image, UnpinnedError, pinned_ref
 from serving.coldstart import ColdStart
 from serving.hardware import Cloud, MachineShape, Vendor
@@ -28,7 +28,6 @@ from serving.manifests import MANAGED, POOL_LABEL
 from serving.models import Quantization
 from serving.profiles import SliceKind
 from serving.sharing import Sharing
-from serving.simulator.prometheus import NODE_ZONE_META
 from serving.slices import SharingMode
 from serving.slo_rules import prometheus_rule, rule_notes, watch_rule
 from serving.tiers import TierSpec
@@ -289,21 +288,13 @@ def pod_monitor_spec(model: str) -> dict[str, Any]:
     """vLLM's /metrics scraped as often as KEDA polls, so each poll sees a fresh queue length. The
     model's label goes onto each target's `up` and `scrape_duration_seconds` (podTargetLabels),
     which is how the autoscaling query's lost-pod term finds the model's pods that stopped
-    answering, loading ones included: a pod that no longer answers has no vLLM series to select.
-    Its node's zone goes onto every target as ZONE_TARGET_LABEL, which the zone branch counts the
-    fullest zone's serving pods by (serving/autoscaling.py `fullest_zone`): Prometheus attaches
-    the node's labels only when asked (`attachMetadata.node`, which needs list and watch on Nodes:
-    kube-prometheus-stack's Prometheus ClusterRole grants them), and keeps one only through a
-    relabelling."""
+    answering, loading ones included: a pod that no longer answers has no vLLM series to select."""
     return {
         "selector": {"matchLabels": {MODEL_LABEL: model}},
         "podTargetLabels": [MODEL_LABEL],
-        "attachMetadata": {"node": True},
         "podMetricsEndpoints": [{"portNumber": pod.VLLM_PORT, "path": "/metrics",
                                  "interval": f"{POLLING_INTERVAL_S}s",
-                                 "scrapeTimeout": f"{SCRAPE_TIMEOUT_S}s",
-                                 "relabelings": [{"action": "replace", "sourceLabels": [NODE_ZONE_META],
-                                                  "targetLabel": ZONE_TARGET_LABEL}]}],
+                                 "scrapeTimeout": f"{SCRAPE_TIMEOUT_S}s"}],
     }
 
 

@@ -20,8 +20,9 @@ import stacks). Per `ModelRegionPlan`:
 - autoscaler: `KedaAutoscaler(plan.autoscaling.scaled_object_spec(...))`, the very dict the
   ScaledObject manifest carries (`serving.deployments.scaled_object`); the simulated Prometheus
   labels the metrics with the served model name and the models namespace, and each target with
-  the PodMonitor's podTargetLabels (`model_target_labels`) and the zone label its relabelling
-  writes from the target's node (`monitor_zone_label`), as the query expects.
+  the PodMonitor's podTargetLabels (`Deployment.pod_monitor`, the emitted spec), as the query
+  expects, and with its node's zone where the PodMonitor relabels one (`monitor_zone_label`: the
+  plan's does not; benchmarks/zone_skew.py's drift variant does).
 - targets: the tier's TTFT / TPOT, its percentile and availability.
 
 GPU-hours of one replica count the share of the GPUs its slice is (a MIG instance its memory
@@ -32,7 +33,7 @@ models too, so whole-node hours would charge this model for its neighbours.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
@@ -95,6 +96,8 @@ class Deployment:
     device_memory_gb: float  # what one device reports to vLLM
     memory_utilization: float  # --gpu-memory-utilization of the pod
     autoscale_offset_s: float = 0.0  # SimConfig's: the autoscaler reads at the scrapes' instants
+    # The spec of the PodMonitor Prometheus scrapes the model by (the emitted one by default).
+    pod_monitor: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -112,8 +115,9 @@ class Deployment:
                          scrape_interval_s=float(self.scaled_object["pollingInterval"]),
                          scrape_timeout_s=float(SCRAPE_TIMEOUT_S),
                          zone_failures=zone_failures, model_name=self.plan.model,
-                         namespace=MODELS_NAMESPACE, target_labels=model_target_labels(self.plan.model),
-                         zone_label=monitor_zone_label(pod_monitor_spec(self.plan.model)),
+                         namespace=MODELS_NAMESPACE,
+                         target_labels=tuple(monitor_target_labels(self.pod_monitor).items()),
+                         zone_label=monitor_zone_label(self.pod_monitor),
                          end_s=end_s, autoscale_offset_s=self.autoscale_offset_s)
 
     def inputs(self) -> dict[str, object]:
@@ -168,12 +172,6 @@ def _gpu_share(mp: ModelRegionPlan) -> float:
     return kind.tensor_parallel / kind.shares
 
 
-def model_target_labels(model: str) -> tuple[tuple[str, str], ...]:
-    """The labels Prometheus puts on each of the model's targets: its PodMonitor's
-    podTargetLabels, valued from the labels its selector requires of the pods it scrapes."""
-    return tuple(monitor_target_labels(pod_monitor_spec(model)).items())
-
-
 def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     """The simulator's inputs for `mp` (one of `plan.models`)."""
     card = CATALOG[mp.catalog]
@@ -211,7 +209,7 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
         percentile=tier.percentile, availability=tier.availability,
         scaled_object=mp.autoscaling.scaled_object_spec(predictor_deployment(mp), PROMETHEUS),
         gpu_share=_gpu_share(mp), kv_tokens=kv_tokens, device_memory_gb=device_gb,
-        memory_utilization=utilization,
+        memory_utilization=utilization, pod_monitor=pod_monitor_spec(mp.model),
     )
 
 
@@ -243,4 +241,4 @@ def trace_for(mp: ModelRegionPlan, trace: Trace, scaling: str = "rate", seed: in
 
 
 __all__ = ["PROMETHEUS", "SCALINGS", "Deployment", "SimulationInputError", "deployment",
-           "model_target_labels", "select", "trace_for"]
+           "select", "trace_for"]

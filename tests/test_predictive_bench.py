@@ -45,31 +45,38 @@ def test_the_5_minute_fit_is_the_plans_query_and_the_others_change_only_the_grow
     mp, dep = _deployment("prod", "llama-70b")
     a = mp.autoscaling
     plan_query = a.query
-    # The survivors are written twice (the even spread's and the drifted fleet's), each capped,
-    # in survivors, rounded up to 3 decimals: never under the stated ceiling.
-    caps = list(re.finditer(r", ([0-9.]+)\)\) (\* 3 / 2, scalar\(ceil\(|\+ \(max\(count by \(zone\))",
-                            plan_query))
-    assert len(caps) == 2 and caps[0].group(1) == caps[1].group(1)
+    # The cap, in survivors, is written rounded up to 3 decimals: never under the stated ceiling.
+    found = re.search(r", ([0-9.]+)\)\) \* 3 / 2 \* " + re.escape(f"{a.threshold:g}, scalar("), plan_query)
+    assert found is not None
     exact = a.ceiling_qps / a.survivor_qps
-    assert exact <= float(caps[0].group(1)) < exact + 0.001
-    tail = plan_query[caps[1].start():]
+    assert exact <= float(found.group(1)) < exact + 0.001
+    tail = plan_query[found.start():]
     assert tail.endswith(f" + {a.threshold:g} * ({a.lost})") and "up{" in a.lost
-    assert f" + ({a.fullest} or vector(0)))) * {a.threshold:g}, scalar(" in tail and "== 1" in a.fullest
     assert f"[{PREDICT_WINDOW}:15s], {mp.cold_start.total_s:g})" in plan_query
     fit = bench.variant_load(dep, f"predict-{PREDICT_WINDOW}")
     assert fit is not None and fit[1] == pytest.approx(1 / a.survivor_qps)
     rebuilt = zone_query(in_flight_sum(a.selector), fit[0], fit[1], a.ceiling_qps / a.survivor_qps, 3,
-                         a.threshold, a.fullest)
+                         a.threshold)
     assert with_lost_pods(rebuilt, a.threshold, a.lost, a.min_replicas) == plan_query
     assert bench.variant_query(dep, f"predict-{PREDICT_WINDOW}") == plan_query
     stated = bench.variant_load(dep, "stated")
     assert stated is not None and stated[1] == pytest.approx((1 + a.headroom) / a.survivor_qps)
     for variant in bench.VARIANTS:
         q = bench.variant_query(dep, variant)
-        assert q.startswith("clamp_min(clamp_min(clamp_min(ceil(clamp_max(") and q.endswith(tail)
+        assert q.startswith("clamp_min(clamp_min(ceil(clamp_max(") and q.endswith(tail)
         per = stated[1] if variant == "stated" else 1 / a.survivor_qps
         assert q.removesuffix(tail).endswith(f" * {round(per, 4):g}")
         assert ("predict_linear(" in q) == variant.startswith("predict-")
+    # The drift variant: the plan's query with the drift term, S plus the fullest zone's serving
+    # pods, beside the even spread's S Z / (Z - 1), and a PodMonitor that writes the zone.
+    drift = bench.variant_deployment(dep, bench.DRIFT)
+    survivors = plan_query[len("clamp_min(clamp_min("):plan_query.index(" * 3 / 2 * ")]
+    fullest = ('max(count by (zone) (count by (namespace, pod, zone) '
+               '(up{namespace="rtip-models",rtip_dev_model="llama-70b"} == 1)))')
+    assert drift.scaled_object["triggers"][0]["metadata"]["query"] == plan_query.replace(
+        f"{survivors} * 3 / 2 * ",
+        f"clamp_min({survivors} * 3 / 2, scalar({survivors} + ({fullest} or vector(0)))) * ", 1)
+    assert drift.sim_config().zone_label == "zone" and dep.sim_config().zone_label is None
 
 
 def test_prometheus_accepts_every_variant(tmp_path: Path) -> None:

@@ -192,35 +192,3 @@ def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(mon
     assert len([f for f in found if f.check == "alerts"]) == (_scaled_objects(record) + len(watches)
                                                               + len(gateways))
     assert all(f.severity == "warning" and "not the 0.0.0" in f.message for f in found)
-
-
-def _zoned(record: Record) -> int:
-    """The ScaledObjects whose query has the zone branch's fullest-zone count."""
-    return sum(1 for r in record.resources if (k := api_kind(r)) and k.kind == "ScaledObject"
-               and "by (zone)" in str(r.inputs["spec"]["triggers"]))
-
-
-def test_a_pod_monitor_that_does_not_write_the_node_zone_leaves_the_fullest_zone_one_group() -> None:
-    """Without the node's metadata attached, or without the relabelling that keeps its zone, no
-    target carries `zone`, and `count by (zone)` counts every serving pod as one zone's: one
-    finding a zoned ScaledObject, naming the label and what writes it."""
-    zoned = _zoned(record_of("prod"))
-    assert zoned >= 4
-    for change in (lambda s: s.pop("attachMetadata"),
-                   lambda s: s.update(attachMetadata={"node": False}),
-                   lambda s: s["podMetricsEndpoints"][0].pop("relabelings"),
-                   lambda s: s["podMetricsEndpoints"][0]["relabelings"][0].update(targetLabel="az"),
-                   lambda s: s["podMetricsEndpoints"][0]["relabelings"][0].update(
-                       sourceLabels=["__meta_kubernetes_node_label_zone"])):
-        found = [f.message for f in check_query_series(_with_pod_monitors(change))]
-        assert len(found) == zoned, found[:2]
-        assert all("by zone" in f and "attachMetadata.node" in f for f in found)
-
-
-def test_a_prometheus_that_may_not_list_nodes_cannot_attach_their_zone() -> None:
-    """kube-prometheus-stack 88.5.3's Prometheus ClusterRole (templates/prometheus/
-    clusterrole.yaml, the one that lists nodes) exists only with prometheus.enabled and
-    global.rbac.create."""
-    record, _ = _with_values(lambda v: v.setdefault("global", {}).setdefault("rbac", {}).update(create=False))
-    found = [m for m in _first_cluster_findings(record) if "by zone" in m]
-    assert found and all("global.rbac.create is off" in m and "Nodes" in m for m in found)

@@ -1,8 +1,9 @@
-"""The zone branch on a fleet whose zones drifted apart (serving/zone_branch.py `zone_query` with
-serving/autoscaling.py `fullest_zone`): it asks for S survivors plus the fullest zone's serving
-pods where that is more than the even spread's ceil(S Z / (Z - 1)), by Prometheus's own engine
-(promtool 3.5) and the simulator's alike, against a hand count of the pods; and the simulator
-labels each target with its node's zone as the emitted PodMonitor has Prometheus do."""
+"""The zone branch's drift term, which the plan leaves out and benchmarks/zone_skew.py measures
+(serving/zone_branch.py `zone_query` with serving/autoscaling.py `fullest_zone`): it asks for S
+survivors plus the fullest zone's serving pods where that is more than the even spread's
+ceil(S Z / (Z - 1)), by Prometheus's own engine (promtool 3.5) and the simulator's alike, against
+a hand count of the pods; and the simulator labels each target with its node's zone where the
+PodMonitor has Prometheus do so."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from serving.autoscaling import fullest_zone
 from serving.simulator import StaticPolicy, Trace
 from serving.simulator.promql import evaluate
 from serving.simulator.sim import Simulation
-from serving.zone_branch import zone_query
+from serving.zone_branch import PREDICT_WINDOW, zone_query
 from stacks.simulation import deployment, select
 from tests import promtool
 from tests.conftest import plan_of
+from tests.test_benchmarks import _load
 from tests.test_promql_sets import _store, _unnamed
 from tests.test_promql_subquery import _labels, _seconds
 
@@ -71,14 +73,16 @@ def test_the_fullest_zone_and_the_branch_agree_with_prometheus_and_a_hand_count(
     assert [got[queries[2], t] / TARGET for t in TIMES] == [even] * 3
 
 
-def test_the_simulator_writes_each_targets_node_zone_as_the_pod_monitor_has_it() -> None:
-    """The emitted PodMonitor relabels its node's zone into `zone` (stacks/simulation.py reads it
-    off the spec), so the simulated Prometheus's `up` carries each replica's zone: counted by it,
-    the serving pods a zone are the fleet's own ready replicas a zone."""
+def test_the_simulator_writes_each_targets_node_zone_where_the_pod_monitor_relabels_it() -> None:
+    """The plan's PodMonitor writes no zone, so neither does the simulated Prometheus; the drift
+    variant's relabels the node's zone into `zone` (benchmarks/predictive.py `with_node_zone`), and
+    then the simulated `up` carries each replica's zone: counted by it, the serving pods a zone
+    are the fleet's own ready replicas a zone."""
     plan = plan_of("prod")
     (mp,) = select(plan, "llama-8b")
     dep = deployment(plan, mp)
-    cfg = dep.sim_config()
+    assert dep.sim_config().zone_label is None
+    cfg = _load("predictive").variant_deployment(dep, f"drift-{PREDICT_WINDOW}").sim_config()
     assert cfg.zone_label == "zone" and len(cfg.fleet.zones) == 3
     rng = np.random.default_rng(3)
     arrivals = np.cumsum(rng.exponential(1.0, 400))

@@ -100,13 +100,13 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     dep, trace, _ = module.lost_pods.setup(plan, base, "llama-3b", None)
     latest = last_whole_window_start(trace.arrival_s, module.bench.zone_loss_window_s(dep))
     assert latest > 400.0  # the skewed sample has a whole window after it
-    # Both queries are replayed and lost there: the plan's, then the same without the drift term.
+    # Both queries are replayed and lost there: the plan's, then the same with the drift term.
     assert row["worst_at_s"] == 400.0 and lost == [400.0 + module.AFTER_SAMPLE_S] * 2
     assert row["skewed_share"] == round(1 / len(t), 4) and row["most_above_even"] == 1
     assert replayed[0] == dep.scaled_object["triggers"][0]["metadata"]["query"]
-    assert "by (zone)" in replayed[0] and "by (zone)" not in replayed[1]
+    assert "by (zone)" not in replayed[0] and "by (zone)" in replayed[1]
     # Outside the fullest zone 4 ready (3 at 400 s) against S = 4: short at one sample.
-    assert row["survivors_short_share"] == row["even_spread"]["survivors_short_share"] == round(1 / len(t), 4)
+    assert row["survivors_short_share"] == row["drift_term"]["survivors_short_share"] == round(1 / len(t), 4)
 
 
 def test_survivors_short_counts_the_samples_whose_other_zones_hold_fewer_than_s() -> None:

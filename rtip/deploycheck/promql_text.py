@@ -1,7 +1,7 @@
 """The series selectors written in a PromQL expression, read off its text: every
-`metric{label op "value", ...}`, with each matcher's operator (=, !=, =~, !~), and the labels its
-aggregations group `by`. Enough for the plan's own queries and rules, which write each selector
-with a metric name and quoted values without commas (a regex alternation uses `|`)."""
+`metric{label op "value", ...}`, with each matcher's operator (=, !=, =~, !~). Enough for the
+plan's own queries and rules, which write each selector with a metric name and quoted values
+without commas (a regex alternation uses `|`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from collections.abc import Iterator
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}")
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!=|!~|=)\s*"([^"]*)"\s*')
 
-_BY = re.compile(r"\bby\s*\(([^)]*)\)")
 Matcher = tuple[str, str, str]  # label, operator, value
 
 
@@ -22,9 +21,4 @@ def matchers(query: str) -> Iterator[tuple[str, list[Matcher]]]:
         yield metric, [(label, op, value) for label, op, value in found]
 
 
-def grouping_labels(query: str) -> set[str]:
-    """Every label some aggregation of `query` groups `by`."""
-    return {label.strip() for body in _BY.findall(query) for label in body.split(",") if label.strip()}
-
-
-__all__ = ["Matcher", "grouping_labels", "matchers"]
+__all__ = ["Matcher", "matchers"]

@@ -8,12 +8,6 @@ asked the same (reported as `alerts`): an alert on a series that never arrives n
   namespace: its `podTargetLabels` copy the pod label whose name, made a label name
   (prometheus-operator `sanitizeLabelName`: every character outside [a-zA-Z0-9_] becomes '_'),
   is the one matched, and its selector requires that pod label at the matched value;
-- a label the query groups target series `by`, other than discovery's, must be written on every
-  target by such a PodMonitor: a pod label it copies, or the pod's node's zone, which needs the
-  node's metadata attached and relabelled into that label (`monitor_zone_label`) and a
-  Prometheus that may list and watch Nodes (kube-prometheus-stack 88.5.3's Prometheus ClusterRole
-  grants it while `prometheus.enabled` and `global.rbac.create`). Without it the zone branch's
-  fullest zone reads as every serving pod in one zone (an unwritten label groups them all);
 - `kube_pod_*`, `kube_deployment_*` and `kube_horizontalpodautoscaler_*` series (the lost-pod
   term's deletion timestamps; the pages' pod, Deployment and HPA states) come from kube-state-metrics as
   the cluster's kube-prometheus-stack release runs it: enabled; its ServiceMonitor on, loaded by
@@ -42,14 +36,9 @@ from rtip.deploycheck import pod_names
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import api_kind, cluster_of, in_namespace, object_name, string_map
 from rtip.deploycheck.monitor_select import CHART, Loader, stack_releases
-from rtip.deploycheck.promql_text import grouping_labels, matchers
+from rtip.deploycheck.promql_text import matchers
 from rtip.offline import Record, Resource
-from serving.simulator.prometheus import (
-    TARGET_SERIES,
-    monitor_target_labels,
-    monitor_zone_label,
-    pod_target_label,
-)
+from serving.simulator.prometheus import TARGET_SERIES, monitor_target_labels
 
 CHECK = "autoscaling"
 RULES_CHECK = "alerts"  # the same question of the plan's own alert and recording rules
@@ -70,37 +59,6 @@ def target_label_problem(record: Record, cluster: Resource | None, namespace: st
             return None
     return (f"no PodMonitor in namespace {namespace} copies a pod label onto its targets as {label} "
             f"(podTargetLabels) while selecting pods where it is {value!r}")
-
-
-def grouped_label_problem(record: Record, cluster: Resource | None, namespace: str,
-                          matched: Mapping[str, str], label: str) -> str | None:
-    """Why no PodMonitor in `namespace` that writes the target labels `matched` also writes
-    `label` on every target (None: one does)."""
-    for monitor in in_namespace(record, cluster, "PodMonitor", namespace):
-        spec = monitor.inputs.get("spec") or {}
-        written = monitor_target_labels(spec)
-        if any(written.get(k) != v for k, v in matched.items()):
-            continue
-        if label in {pod_target_label(str(k)) for k in spec.get("podTargetLabels") or []}:
-            return None
-        if monitor_zone_label(spec) == label:
-            why = [f"release {release.name}: {m}" for release, loader, _ in _loaders(record, cluster)
-                   if (m := _node_watch_problem(loader.values))]
-            return "; ".join(why) or None
-    return (f"no PodMonitor in namespace {namespace} selecting those targets writes {label} on each "
-            f"(a pod label in podTargetLabels, or the node's zone through attachMetadata.node and a "
-            f"relabelling), so every target falls in one group")
-
-
-def _node_watch_problem(values: Mapping[str, Any]) -> str | None:
-    """Why the release's Prometheus may not list and watch Nodes (None: it may)."""
-    rbac = ((values.get("global") or {}).get("rbac") or {}).get("create")
-    for path, value in (("prometheus.enabled", (values.get("prometheus") or {}).get("enabled")),
-                        ("global.rbac.create", rbac)):
-        if not truthy(value):
-            return (f"{path} is off, so no Prometheus ClusterRole grants list and watch on Nodes, which "
-                    f"attaching the node's zone to each target needs")
-    return None
 
 
 # The kube-state-metrics chart version whose templates and defaults this check reads (helm-charts
@@ -238,14 +196,6 @@ def series_problems(record: Record, cluster: Resource | None, query: str, what: 
                 why = target_label_problem(record, cluster, namespace, label, value)
                 if why:
                     out.append((Severity.ERROR, f'{what} selects {metric}{{{label}="{value}"}}, but {why}'))
-            matched = {k: v for k, v in equal.items() if k not in DISCOVERY_LABELS}
-            if any(target_label_problem(record, cluster, namespace, k, v) for k, v in matched.items()):
-                continue  # said above; which labels its targets carry is moot
-            for label in sorted(grouping_labels(query) - DISCOVERY_LABELS - set(matched)):
-                why = grouped_label_problem(record, cluster, namespace, matched, label)
-                if why:
-                    # Said once for the targets, whichever of their series the query reads.
-                    out.append((Severity.ERROR, f"{what} groups the targets {matched} by {label}, but {why}"))
         elif ksm_collector(metric) is not None and namespace is not None:
             loaders = _loaders(record, cluster)
             if not loaders:
