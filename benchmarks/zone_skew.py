@@ -7,19 +7,22 @@ Topology spread evens the zones' pods as they are placed, but not their ready re
 moment: the ReplicaSet scales in by node and age, not by zone (controller_utils.go
 ActivePodsWithRanks; the simulator's `_deletion_rank`), and a scale-up's replicas become ready at
 different times. So the fullest zone can hold more than ceil(ready / Z) ready replicas, and a loss
-then leaves fewer survivors than the branch sized. A drift term would ask for S plus the fullest
-zone's serving pods where that is more; the plan leaves it out.
+then leaves fewer survivors than the branch sized, and the lost zone takes more of the fleet (its
+requests in flight, and those routed to its replicas before the picker drops them).
 
-For each trace and model of the prod plan, as benchmarks/autoscaling.py replays them, this runs the
-plan's fleet with every zone up, under the plan's query and under the same query with the drift
-term (`drift-term`, scraped by a PodMonitor that writes each target's node zone), and reads every
-5 s sample: the fullest zone's ready replicas against the even share ceil(ready / Z) (the share of
-the run with a zone above it, the most above it); the share of samples whose ready replicas
-outside the fullest zone are fewer than the survivors S the branch reads then
-(`survivors_short_share`: a scale-up still starting counts too, under either query); and the
-run's GPU-hours. It then loses the fullest zone at the most skewed moment a whole zone-loss window
-can follow (ties: the most requests in flight) and judges the checklist's zone-loss item there.
-A run without skew says so and loses nothing.
+For each trace and model of the prod plan, as benchmarks/autoscaling.py replays them, this runs
+three fleets with every zone up: the plan's; the plan's with a drift term in its query (`drift-term`:
+at least S plus the fullest zone's serving pods, read off a PodMonitor that writes each target's
+node zone); and the plan's with a controller that keeps each pod's
+`controller.kubernetes.io/pod-deletion-cost` at minus its zone's pods, so a scale-in takes the
+fullest zone's first (`zone-deletion-cost`). Neither variant is emitted. Every 5 s sample gives
+the fullest zone's ready replicas against the even share ceil(ready / Z) (the share of the run
+with a zone above it, the most above it), and whether the ready replicas outside the fullest zone
+are fewer than the survivors S the branch reads then (`survivors_short_share`: a scale-up still
+starting counts too); and the run's GPU-hours. Each fleet then loses its fullest zone at its most
+skewed moment a whole zone-loss window can follow (ties: the most requests in flight), and the
+variants also at the plan's, and the checklist's zone-loss item is judged there. A run without
+skew says so and loses nothing.
 
 Writes benchmarks/results/zone_skew.json (with `--seed N`, another draw of the rate scaling:
 zone_skew_seedN.json beside it).
@@ -28,6 +31,8 @@ zone_skew_seedN.json beside it).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -97,46 +102,64 @@ def replay(dep: Deployment, trace: Any) -> tuple[SimResult, list[float]]:
     return result, survivors
 
 
-# The plan's query, and the same with the drift term the plan leaves out.
-VARIANTS = {"plan": f"predict-{predictive.PREDICT_WINDOW}", "drift-term": predictive.DRIFT}
+def _zone_cost(dep: Deployment) -> Deployment:
+    return replace(dep, fleet=replace(dep.fleet, deletion_cost_by_zone=True))
+
+
+# The plan; the same with the drift term the plan leaves out; the plan with a controller keeping
+# each pod's deletion cost at minus its zone's pods (neither emitted).
+VARIANTS: dict[str, Callable[[Deployment], Deployment]] = {
+    "plan": lambda dep: dep,
+    "drift-term": lambda dep: predictive.variant_deployment(dep, predictive.DRIFT),
+    "zone-deletion-cost": _zone_cost,
+}
+_LOSS_KEYS = ("zone", "at_s", "status", "bad", "requests", "bad_share", "error_budget")
+
+
+def _loss(dep: Deployment, trace: Any, sample_s: float | None) -> dict[str, Any] | None:
+    # Just after the sample: at one instant the simulator takes a zone failure before the
+    # autoscaler's decision and samples after it, so a loss at the sample's own instant would meet
+    # the fleet before a scale-in that the sample already shows.
+    if sample_s is None:
+        return None
+    loss = bench.zone_loss_at(dep, trace, "plan", sample_s + AFTER_SAMPLE_S)
+    return {k: loss[k] for k in _LOSS_KEYS}
 
 
 def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> dict[str, Any]:
     dep, trace, _ = lost_pods.setup(plan, base, model, at, seed)
     latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
-    rows = {}
-    for name, variant in VARIANTS.items():
-        run = predictive.variant_deployment(dep, variant)
+    rows: dict[str, dict[str, Any]] = {}
+    for name, make in VARIANTS.items():
+        run = make(dep)
         result, survivors = replay(run, trace)
         found = skew(result, len(run.fleet.zones), latest - AFTER_SAMPLE_S)
-        loss = None
-        if found["worst_at_s"] is not None:
-            # Just after the sample: at one instant the simulator takes a zone failure before the
-            # autoscaler's decision and samples after it, so a loss at the sample's own instant
-            # would meet the fleet before a scale-in that the sample already shows.
-            loss = bench.zone_loss_at(run, trace, "plan", found["worst_at_s"] + AFTER_SAMPLE_S)
-            loss = {k: loss[k]
-                    for k in ("zone", "at_s", "status", "bad", "requests", "bad_share", "error_budget")}
         figs = figures(result, run)
         rows[name] = {**found, "survivors_short_share": survivors_short(result, survivors),
                       "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"],
-                      "zone_loss_at_worst": loss}
+                      "zone_loss_at_worst": _loss(run, trace, found["worst_at_s"])}
+        if name != "plan":  # and where the plan's worst drift was, for a like-for-like reading
+            rows[name]["zone_loss_at_plans_worst"] = _loss(run, trace, rows["plan"]["worst_at_s"])
     mp = dep.plan
     return {"model": model, "at_s": rows["plan"]["worst_at_s"],
             "replicas_bounds": [mp.min_replicas, mp.max_replicas], "zones": len(dep.fleet.zones),
-            **rows["plan"], "drift_term": rows["drift-term"]}
+            **rows["plan"], "drift_term": rows["drift-term"],
+            "zone_deletion_cost": rows["zone-deletion-cost"]}
+
+
+def _lost(loss: dict[str, Any] | None) -> str:
+    return ("none" if loss is None else f"at {loss['at_s']:.0f} s {loss['bad_share']:.2%} of "
+            f"{loss['requests']} {loss['status']} (budget {loss['error_budget']:.2%})")
 
 
 def _describe(row: dict[str, Any]) -> str:
     parts = []
-    for name, got in (("plan", row), ("drift", row["drift_term"])):
-        loss = got["zone_loss_at_worst"]
-        lost = ("no skew a whole window can follow" if loss is None else
-                f"lost at {loss['at_s']:.0f} s: {loss['bad_share']:.2%} of {loss['requests']} "
-                f"{loss['status']} (budget {loss['error_budget']:.2%})")
+    for name, got in (("plan", row), ("drift", row["drift_term"]), ("zone cost", row["zone_deletion_cost"])):
+        also = f"; at the plan's worst {_lost(got['zone_loss_at_plans_worst'])}" if name != "plan" else ""
         parts.append(f"{name}: above even {got['skewed_share']:.1%} (+{got['most_above_even']}), "
-                     f"short of S {got['survivors_short_share']:.1%}, {got['gpu_hours']} GPU-h; {lost}")
-    return ": " + " | ".join(parts)
+                     f"short of S {got['survivors_short_share']:.1%}, {got['gpu_hours']:.2f} GPU-h; "
+                     f"lost at its worst {_lost(got['zone_loss_at_worst'])}{also}")
+    return ":\n  " + "\n  ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

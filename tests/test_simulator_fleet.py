@@ -336,3 +336,30 @@ def test_the_uid_stand_in_does_not_scale_in_round_the_zones():
 
     knuth = _mean_excess(lambda i: ((i + 1) * 2654435761) % 2**32)
     assert _mean_excess(pseudo_uid) > 2 * knuth > 0
+
+
+def test_a_deletion_cost_by_zone_takes_the_fullest_zones_pod_first():
+    """Seven replicas on two-slot nodes over zones a, b, c: a holds 3 (a full node and a half
+    one), b and c 2 each (one full node). Scaling to 6, the ReplicaSet's own order takes a pod
+    from any full node, the pod UID deciding (the SHA-256 stand-in, computed here on its own);
+    with each pod's deletion cost at minus its zone's pods (`deletion_cost_by_zone`, compared
+    before the node rank), it takes one of a's, which leaves 2/2/2."""
+    def fleet(by_zone: bool) -> Fleet:
+        return Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=7, slots_per_node=2,
+                                 initial_nodes=6, deletion_cost_by_zone=by_zone),
+                     EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+
+    plain, costed = fleet(False), fleet(True)
+    assert _per_zone(plain) == {"a": 3, "b": 2, "c": 2}
+    full = [r.rid for r in plain.replicas if len(r.node.replicas) == 2]
+    assert len(full) == 6
+    uid = {rid: int.from_bytes(hashlib.sha256(rid.to_bytes(8, "big")).digest()[:8], "big") for rid in full}
+    plain.scale_to(6, 1000.0)
+    (gone,) = [r for r in plain.replicas if r.state != READY]
+    assert gone.rid == min(full, key=uid.__getitem__) and gone.zone == "c"  # here: 3/2/1
+    assert _per_zone(plain) == {"a": 3, "b": 2, "c": 1}
+    costed.scale_to(6, 1000.0)
+    (gone,) = [r for r in costed.replicas if r.state != READY]
+    on_full_a = [rid for rid in full if costed.replicas[rid].zone == "a"]  # not a's lone pod
+    assert gone.rid == min(on_full_a, key=uid.__getitem__)
+    assert _per_zone(costed) == {"a": 2, "b": 2, "c": 2}

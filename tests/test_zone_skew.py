@@ -83,9 +83,11 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     fullest = np.where(t == 400.0, 3.0, 2.0)  # one sample a replica above the even 2/2/2
     series = {"t": t, "ready": ready, "fullest_ready": fullest, "running": ready, "waiting": 0 * t}
     replayed: list[str] = []
+    fleets: list[Any] = []
 
     def replay(dep: Any, trace: Any) -> tuple[Any, list[float]]:
         replayed.append(dep.scaled_object["triggers"][0]["metadata"]["query"])
+        fleets.append(dep.fleet)
         return SimpleNamespace(series=series), [4.0] * len(t)
     monkeypatch.setattr(module, "replay", replay)
     monkeypatch.setattr(module, "figures", lambda result, dep: {"gpu_hours": 1.0, "node_gpu_hours": 2.0})
@@ -100,11 +102,15 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     dep, trace, _ = module.lost_pods.setup(plan, base, "llama-3b", None)
     latest = last_whole_window_start(trace.arrival_s, module.bench.zone_loss_window_s(dep))
     assert latest > 400.0  # the skewed sample has a whole window after it
-    # Both queries are replayed and lost there: the plan's, then the same with the drift term.
-    assert row["worst_at_s"] == 400.0 and lost == [400.0 + module.AFTER_SAMPLE_S] * 2
+    # Three fleets are replayed: the plan's, the drift term's, the plan's with zone deletion costs;
+    # each is lost at its own worst sample and the two variants also at the plan's (all 400 s here).
+    assert row["worst_at_s"] == 400.0 and lost == [400.0 + module.AFTER_SAMPLE_S] * 5
     assert row["skewed_share"] == round(1 / len(t), 4) and row["most_above_even"] == 1
-    assert replayed[0] == dep.scaled_object["triggers"][0]["metadata"]["query"]
+    assert replayed[0] == replayed[2] == dep.scaled_object["triggers"][0]["metadata"]["query"]
     assert "by (zone)" not in replayed[0] and "by (zone)" in replayed[1]
+    assert [f.deletion_cost_by_zone for f in fleets] == [False, False, True]
+    for variant in ("drift_term", "zone_deletion_cost"):
+        assert row[variant]["zone_loss_at_plans_worst"]["at_s"] == 400.0 + module.AFTER_SAMPLE_S
     # Outside the fullest zone 4 ready (3 at 400 s) against S = 4: short at one sample.
     assert row["survivors_short_share"] == row["drift_term"]["survivors_short_share"] == round(1 / len(t), 4)
 

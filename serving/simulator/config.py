@@ -215,6 +215,9 @@ class FleetConfig:
     # preStop hook's bound, after which the kubelet's SIGTERM stops vLLM at once); None: never.
     drain_limit_s: float | None = None
     failover: Failover = field(default_factory=Failover)  # how long a lost zone's replicas linger
+    # A what-if, not emitted: a controller keeps `controller.kubernetes.io/pod-deletion-cost` at
+    # minus the model's pods in each pod's zone, so a scale-in takes the fullest zone's first.
+    deletion_cost_by_zone: bool = False
 
     def __post_init__(self) -> None:
         if not self.zones or len(set(self.zones)) != len(self.zones):

@@ -244,23 +244,27 @@ class Fleet:
                 self._stop(replica, now)
 
     def _deletion_rank(self, replica: Replica, now: float) -> tuple[int, ...]:
-        """The ReplicaSet's deletion order as a sort key (see the module docstring)."""
+        """The ReplicaSet's deletion order as a sort key (see the module docstring). With
+        `deletion_cost_by_zone`, the pod-deletion-cost (compared after readiness, before the
+        colocation rank) is minus the active pods in the replica's zone; else all costs tie."""
         # Pods being deleted (draining) are not active and do not count as colocated; a lost pod
         # the API has not yet marked does, as the ReplicaSet still sees it running.
-        colocated = sum(1 for rid in replica.node.replicas
-                        if self.replicas[rid].state in (STARTING, READY, LOST))
+        active = (STARTING, READY, LOST)
+        colocated = sum(1 for rid in replica.node.replicas if self.replicas[rid].state in active)
+        cost = -sum(1 for r in self.replicas if r.zone == replica.zone and r.state in active) \
+            if self.cfg.deletion_cost_by_zone else 0
         if replica.state == LOST and replica.gone_s is not None \
                 and now >= replica.gone_s + self.cfg.failover.not_ready_s:
             # NotReady, bound and Running: after the unassigned pods, tied with a bound pod still
             # starting (both not ready), before every ready pod (ActivePodsWithRanks.Less).
-            return (0, 1, -colocated, log2_age(now - replica.created_s), pseudo_uid(replica.rid))
+            return (0, 1, cost, -colocated, log2_age(now - replica.created_s), pseudo_uid(replica.rid))
         if replica.state == STARTING:
             # A pod waiting for its node is unassigned: unassigned pods share the empty node name,
             # so one rank; then the newer creation time (log2 buckets) goes first.
             unbound = replica.node.ready_s > now
-            return (0, 0 if unbound else 1, 0 if unbound else -colocated,
+            return (0, 0 if unbound else 1, cost, 0 if unbound else -colocated,
                     log2_age(now - replica.created_s), pseudo_uid(replica.rid))
-        return (1, -colocated, log2_age(now - replica.ready_s), pseudo_uid(replica.rid))
+        return (1, cost, -colocated, log2_age(now - replica.ready_s), pseudo_uid(replica.rid))
 
     def stop_draining(self, replica: Replica, now: float) -> None:
         """The drain limit: a replica still draining is stopped, and what it runs is lost."""
