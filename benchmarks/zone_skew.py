@@ -22,7 +22,8 @@ are fewer than the survivors S the branch reads then (`survivors_short_share`: a
 starting counts too); and the run's GPU-hours. Each fleet then loses its fullest zone at its most
 skewed moment a whole zone-loss window can follow (ties: the most requests in flight), and the
 variants also at the plan's, and the checklist's zone-loss item is judged there. A run without
-skew says so and loses nothing.
+skew says so and loses nothing. Where the plan fails at its worst moment, its zone loss is also
+swept every 60 s over the same run (`dense_sweep`), to tell a rare moment from a failing run.
 
 Writes benchmarks/results/zone_skew.json (with `--seed N`, another draw of the rate scaling:
 zone_skew_seedN.json beside it).
@@ -126,6 +127,24 @@ def _loss(dep: Deployment, trace: Any, sample_s: float | None) -> dict[str, Any]
     return {k: loss[k] for k in _LOSS_KEYS}
 
 
+# Where the plan's worst moment fails: a sweep this dense over the same run tells a rare moment
+# from a run that fails at many (the published sweep loses a zone every 300 s).
+DENSE_SWEEP_S = 60.0
+
+
+def dense_sweep(dep: Deployment, trace: Any) -> dict[str, Any]:
+    """The plan's zone loss every DENSE_SWEEP_S with a whole window left: how many moments fail,
+    and the worst."""
+    moments = bench.zone_loss_moments(trace, bench.zone_loss_window_s(dep), DENSE_SWEEP_S)
+    losses = []
+    for t in moments:
+        loss = bench.zone_loss_at(dep, trace, "plan", t)
+        losses.append({k: loss[k] for k in _LOSS_KEYS})
+    return {"every_s": DENSE_SWEEP_S, "moments": len(losses),
+            "failed": sum(1 for r in losses if r["status"] != "PASS"),
+            "worst": max(losses, key=lambda r: r["bad_share"]) if losses else None}
+
+
 def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> dict[str, Any]:
     dep, trace, _ = lost_pods.setup(plan, base, model, at, seed)
     latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
@@ -140,6 +159,9 @@ def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> d
                       "zone_loss_at_worst": _loss(run, trace, found["worst_at_s"])}
         if name != "plan":  # and where the plan's worst drift was, for a like-for-like reading
             rows[name]["zone_loss_at_plans_worst"] = _loss(run, trace, rows["plan"]["worst_at_s"])
+    worst = rows["plan"]["zone_loss_at_worst"]
+    if worst is not None and worst["status"] != "PASS":
+        rows["plan"]["dense_sweep"] = dense_sweep(dep, trace)
     mp = dep.plan
     return {"model": model, "at_s": rows["plan"]["worst_at_s"],
             "replicas_bounds": [mp.min_replicas, mp.max_replicas], "zones": len(dep.fleet.zones),
@@ -156,6 +178,10 @@ def _describe(row: dict[str, Any]) -> str:
     parts = []
     for name, got in (("plan", row), ("drift", row["drift_term"]), ("zone cost", row["zone_deletion_cost"])):
         also = f"; at the plan's worst {_lost(got['zone_loss_at_plans_worst'])}" if name != "plan" else ""
+        if "dense_sweep" in got:
+            d = got["dense_sweep"]
+            also += (f"; every {d['every_s']:g} s: {d['failed']} of {d['moments']} moments fail, the worst "
+                     f"{_lost(d['worst'])}")
         parts.append(f"{name}: above even {got['skewed_share']:.1%} (+{got['most_above_even']}), "
                      f"short of S {got['survivors_short_share']:.1%}, {got['gpu_hours']:.2f} GPU-h; "
                      f"lost at its worst {_lost(got['zone_loss_at_worst'])}{also}")

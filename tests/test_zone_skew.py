@@ -121,3 +121,41 @@ def test_survivors_short_counts_the_samples_whose_other_zones_hold_fewer_than_s(
     short = _load("zone_skew").survivors_short
     assert short(SimpleNamespace(series=SERIES), [3.0, 4.0, 3.0, 3.0, float("nan")]) == 0.4
     assert short(SimpleNamespace(series=SERIES), [2.0] * 5) == 0.0
+
+
+def test_a_failing_worst_moment_is_swept_every_60_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the plan's loss at its worst moment fails, `case` loses a zone at every moment of a
+    60 s sweep of the same run and counts the failures; the worst is the largest bad share."""
+    import numpy as np
+
+    from serving.simulator import poisson
+    from stacks.simulation import select
+    from tests.conftest import plan_of
+
+    module = _load("zone_skew")
+    plan = plan_of("prod")
+    (mp,) = select(plan, "llama-3b")
+    base = poisson(mp.peak_qps, 1500.0, (1155, 211), seed=6)
+    dep, trace, _ = module.lost_pods.setup(plan, base, "llama-3b", None)
+    moments = module.bench.zone_loss_moments(trace, module.bench.zone_loss_window_s(dep), 60.0)
+    assert len(moments) > 4
+    failing = set(moments[::2])  # every other moment of the sweep fails, by 3 of 100 requests
+    t = np.arange(0.0, 1500.0, 5.0)
+    series = {"t": t, "ready": np.full(len(t), 6.0), "fullest_ready": np.where(t == 400.0, 3.0, 2.0),
+              "running": np.full(len(t), 6.0), "waiting": 0 * t}
+    monkeypatch.setattr(module, "replay", lambda dep, trace: (SimpleNamespace(series=series), [1.0] * len(t)))
+    monkeypatch.setattr(module, "figures", lambda result, dep: {"gpu_hours": 1.0, "node_gpu_hours": 2.0})
+    lost: list[float] = []
+
+    def zone_loss_at(dep: Any, trace: Any, policy: str, at: float) -> dict[str, Any]:
+        lost.append(at)
+        bad = 3 if at in failing else 2 if at == 400.0 + module.AFTER_SAMPLE_S else 0
+        return {"zone": "z", "at_s": at, "status": "FAIL" if bad else "PASS", "bad": bad,
+                "requests": 100, "bad_share": bad / 100, "error_budget": 0.01}
+    monkeypatch.setattr(module.bench, "zone_loss_at", zone_loss_at)
+    row = module.case(plan, base, "llama-3b", None)
+    assert row["zone_loss_at_worst"]["status"] == "FAIL" and lost[-len(moments):] == moments
+    sweep = row["dense_sweep"]
+    assert (sweep["every_s"], sweep["moments"], sweep["failed"]) == (60.0, len(moments), len(failing))
+    assert sweep["worst"]["bad_share"] == 0.03 and sweep["worst"]["at_s"] == moments[0]
+    assert "dense_sweep" not in row["drift_term"]  # the plan's alone
