@@ -114,7 +114,7 @@ VARIANTS: dict[str, Callable[[Deployment], Deployment]] = {
     "drift-term": lambda dep: predictive.variant_deployment(dep, predictive.DRIFT),
     "zone-deletion-cost": _zone_cost,
 }
-_LOSS_KEYS = ("zone", "at_s", "status", "bad", "requests", "bad_share", "error_budget")
+_LOSS_KEYS = ("zone", "at_s", "status", "bad", "failed_in_flight", "requests", "bad_share", "error_budget")
 
 
 def _loss(dep: Deployment, trace: Any, sample_s: float | None) -> dict[str, Any] | None:
@@ -154,7 +154,13 @@ def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> d
         result, survivors = replay(run, trace)
         found = skew(result, len(run.fleet.zones), latest - AFTER_SAMPLE_S)
         figs = figures(result, run)
-        rows[name] = {**found, "survivors_short_share": survivors_short(result, survivors),
+        at_worst = {}
+        if found["worst_at_s"] is not None:  # the fleet the loss meets, and the S the branch read
+            k = int(np.flatnonzero(np.asarray(result.series["t"]) == found["worst_at_s"])[0])
+            at_worst = {"at_worst": {"ready": int(result.series["ready"][k]),
+                                     "fullest_ready": int(result.series["fullest_ready"][k]),
+                                     "survivors_wanted": survivors[k]}}
+        rows[name] = {**found, **at_worst, "survivors_short_share": survivors_short(result, survivors),
                       "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"],
                       "zone_loss_at_worst": _loss(run, trace, found["worst_at_s"])}
         if name != "plan":  # and where the plan's worst drift was, for a like-for-like reading

@@ -40,16 +40,12 @@ def zone_query(in_flight: str, load: str, per_survivor: float, ceiling: float, z
     pods serving in one zone) adds the drift term: at least S plus it, so that whichever zone is
     lost S serve on (evenly spread that is at most R, and the new replicas go to the emptier
     zones). The plan leaves it out (None): over three draws of the eight Azure runs it cost 0 to
-    11 % more slice GPU-hours and changed no zone-loss verdict (benchmarks/zone_skew.py,
-    results/drift_term.json). The one zone lost at a drifted moment that fails, the 70B's code
-    run on the second draw (1.89 % against 1.49 %), fails with it too (1.72 %), because its
-    survivors were never short: S was 5 there, and 11 of 18 survive. What the drift costs there
-    is the lost zone's share of the fleet: at that moment a lost zone of 7 costs 10-11 of 580
-    requests (in flight on it, routed to it before the picker dropped its replicas, two late on
-    the survivors), the zone of 4 costs 4. What would shrink it is a spread kept even at
-    scale-in (a zone of 6 of 18, not 7: a controller setting
-    `controller.kubernetes.io/pod-deletion-cost`, or a descheduler, each move a cold start);
-    whether that passes is not measured, and neither is emitted."""
+    11.2 % more slice GPU-hours and changed no zone-loss verdict (benchmarks/zone_skew.py,
+    results/drift_term.json). The one drifted moment that fails, the 70B's code run on the
+    second draw at 2,295 s (11 of 581 requests, 1.89 % against 1.49 %), fails with it too
+    (1.72 %): the survivors were never short there (S was 5, and 11 of 18 survive), and with
+    the zones kept even (a pod-deletion cost by zone, which the simulator can emulate) the same
+    moment still loses 9 of 581 (5 in flight on the lost zone): a thin window, not the drift."""
     survivors = f"ceil({survivor_share(load, per_survivor, ceiling)})"
     replicas = f"{survivors} * {zones} / {zones - 1}"
     if fullest is not None:

@@ -95,8 +95,8 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
 
     def zone_loss_at(dep: Any, trace: Any, policy: str, at: float) -> dict[str, Any]:
         lost.append(at)
-        return {"zone": "z", "at_s": at, "status": "PASS", "bad": 0, "requests": 1, "bad_share": 0.0,
-                "error_budget": 0.01}
+        return {"zone": "z", "at_s": at, "status": "PASS", "bad": 0, "failed_in_flight": 0, "requests": 1,
+                "bad_share": 0.0, "error_budget": 0.01}
     monkeypatch.setattr(module.bench, "zone_loss_at", zone_loss_at)
     row = module.case(plan, base, "llama-3b", None)
     dep, trace, _ = module.lost_pods.setup(plan, base, "llama-3b", None)
@@ -111,6 +111,7 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     assert [f.deletion_cost_by_zone for f in fleets] == [False, False, True]
     for variant in ("drift_term", "zone_deletion_cost"):
         assert row[variant]["zone_loss_at_plans_worst"]["at_s"] == 400.0 + module.AFTER_SAMPLE_S
+    assert row["at_worst"] == {"ready": 6, "fullest_ready": 3, "survivors_wanted": 4.0}
     # Outside the fullest zone 4 ready (3 at 400 s) against S = 4: short at one sample.
     assert row["survivors_short_share"] == row["drift_term"]["survivors_short_share"] == round(1 / len(t), 4)
 
@@ -151,7 +152,7 @@ def test_a_failing_worst_moment_is_swept_every_60_s(monkeypatch: pytest.MonkeyPa
         lost.append(at)
         bad = 3 if at in failing else 2 if at == 400.0 + module.AFTER_SAMPLE_S else 0
         return {"zone": "z", "at_s": at, "status": "FAIL" if bad else "PASS", "bad": bad,
-                "requests": 100, "bad_share": bad / 100, "error_budget": 0.01}
+                "failed_in_flight": 1, "requests": 100, "bad_share": bad / 100, "error_budget": 0.01}
     monkeypatch.setattr(module.bench, "zone_loss_at", zone_loss_at)
     row = module.case(plan, base, "llama-3b", None)
     assert row["zone_loss_at_worst"]["status"] == "FAIL" and lost[-len(moments):] == moments
