@@ -141,7 +141,7 @@ def with_node_zone(spec: dict[str, Any]) -> dict[str, Any]:
 def variant_deployment(dep: Deployment, variant: str) -> Deployment:
     """`dep` under `variant`'s query; for the drift term, scraped by a PodMonitor that writes it."""
     dep = with_query(dep, variant_query(dep, variant))
-    return replace(dep, pod_monitor=with_node_zone(dep.pod_monitor)) if variant.startswith("drift-") else dep
+    return replace(dep, pod_monitor=with_node_zone(dep.monitor)) if variant.startswith("drift-") else dep
 
 
 def with_scale_down(dep: Deployment, window_s: int) -> Deployment:

@@ -145,6 +145,14 @@ def dense_sweep(dep: Deployment, trace: Any) -> dict[str, Any]:
             "worst": max(losses, key=lambda r: r["bad_share"]) if losses else None}
 
 
+def _fleet_at(result: SimResult, survivors: list[float], t: float) -> dict[str, Any]:
+    """The ready replicas the sample at `t` saw, its fullest and emptiest zone's, and the S the
+    branch read then: the fleet a zone lost just after it meets."""
+    k = int(np.flatnonzero(np.asarray(result.series["t"]) == t)[0])
+    return {"ready": int(result.series["ready"][k]), "fullest_ready": int(result.series["fullest_ready"][k]),
+            "emptiest_ready": int(result.series["emptiest_ready"][k]), "survivors_wanted": survivors[k]}
+
+
 def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> dict[str, Any]:
     dep, trace, _ = lost_pods.setup(plan, base, model, at, seed)
     latest = last_whole_window_start(trace.arrival_s, bench.zone_loss_window_s(dep))
@@ -154,17 +162,16 @@ def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> d
         result, survivors = replay(run, trace)
         found = skew(result, len(run.fleet.zones), latest - AFTER_SAMPLE_S)
         figs = figures(result, run)
-        at_worst = {}
-        if found["worst_at_s"] is not None:  # the fleet the loss meets, and the S the branch read
-            k = int(np.flatnonzero(np.asarray(result.series["t"]) == found["worst_at_s"])[0])
-            at_worst = {"at_worst": {"ready": int(result.series["ready"][k]),
-                                     "fullest_ready": int(result.series["fullest_ready"][k]),
-                                     "survivors_wanted": survivors[k]}}
+        at_worst = {} if found["worst_at_s"] is None else {
+            "at_worst": _fleet_at(result, survivors, found["worst_at_s"])}
         rows[name] = {**found, **at_worst, "survivors_short_share": survivors_short(result, survivors),
                       "gpu_hours": figs["gpu_hours"], "node_gpu_hours": figs["node_gpu_hours"],
                       "zone_loss_at_worst": _loss(run, trace, found["worst_at_s"])}
+        plans_worst = rows["plan"]["worst_at_s"]
         if name != "plan":  # and where the plan's worst drift was, for a like-for-like reading
-            rows[name]["zone_loss_at_plans_worst"] = _loss(run, trace, rows["plan"]["worst_at_s"])
+            rows[name]["zone_loss_at_plans_worst"] = _loss(run, trace, plans_worst)
+            if plans_worst is not None:
+                rows[name]["at_plans_worst"] = _fleet_at(result, survivors, plans_worst)
     worst = rows["plan"]["zone_loss_at_worst"]
     if worst is not None and worst["status"] != "PASS":
         rows["plan"]["dense_sweep"] = dense_sweep(dep, trace)

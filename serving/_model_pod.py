@@ -260,7 +260,6 @@ __all__ = [
     "UNREACHABLE_TAINT",
     "UNREACHABLE_TOLERATION_S",
     "VLLM_PORT",
-    "ZONE_KEY",
     "container_resources",
     "device_memory_gb",
     "env",

@@ -222,7 +222,9 @@ def fullest_zone(model: str, namespace: str) -> str:
     the zone Prometheus wrote on the target from its node (ZONE_TARGET_LABEL: a PodMonitor with
     `attachMetadata.node` and a relabelling of the node's zone label). Empty while none serves.
     The zone branch's drift term (serving/zone_branch.py), which the plan leaves out."""
-    target = f'{{namespace="{namespace}",{pod_target_label(MODEL_LABEL)}="{model}"}}'
+    # A target without the label (no relabelling) is left out, not counted as one zone of all.
+    target = (f'{{namespace="{namespace}",{pod_target_label(MODEL_LABEL)}="{model}",'
+              f'{ZONE_TARGET_LABEL}!=""}}')
     return (f"max(count by ({ZONE_TARGET_LABEL}) (count by (namespace, pod, {ZONE_TARGET_LABEL}) "
             f"({UP}{target} == 1)))")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from serving import failover
-from serving._model_pod import VLLM_PORT, ZONE_KEY
+from serving._model_pod import VLLM_PORT
 from serving.deployments import MODEL_LABEL
 from serving.gateway import (
     CA_SECRET,
@@ -20,6 +20,7 @@ from serving.gateway import (
     TLS_SECRET,
     _meta,
 )
+from serving.kube_names import ZONE_KEY
 from serving.manifests import MANAGED
 from serving.netpol import GATEWAY_NAMESPACE, PICKER_LABEL
 

@@ -33,7 +33,7 @@ models too, so whole-node hours would charge this model for its neighbours.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
@@ -96,12 +96,17 @@ class Deployment:
     device_memory_gb: float  # what one device reports to vLLM
     memory_utilization: float  # --gpu-memory-utilization of the pod
     autoscale_offset_s: float = 0.0  # SimConfig's: the autoscaler reads at the scrapes' instants
-    # The spec of the PodMonitor Prometheus scrapes the model by (the emitted one by default).
-    pod_monitor: dict[str, Any] = field(default_factory=dict)
+    # The spec of the PodMonitor Prometheus scrapes the model by; None: the emitted one.
+    pod_monitor: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
         return f"{self.plan.model}@{self.plan.region}"
+
+    @property
+    def monitor(self) -> dict[str, Any]:
+        """The PodMonitor spec the simulated Prometheus scrapes the model by."""
+        return pod_monitor_spec(self.plan.model) if self.pod_monitor is None else self.pod_monitor
 
     def autoscaler(self) -> KedaAutoscaler:
         """A fresh KEDA + HPA (they keep state, so one per run)."""
@@ -116,8 +121,8 @@ class Deployment:
                          scrape_timeout_s=float(SCRAPE_TIMEOUT_S),
                          zone_failures=zone_failures, model_name=self.plan.model,
                          namespace=MODELS_NAMESPACE,
-                         target_labels=tuple(monitor_target_labels(self.pod_monitor).items()),
-                         zone_label=monitor_zone_label(self.pod_monitor),
+                         target_labels=tuple(monitor_target_labels(self.monitor).items()),
+                         zone_label=monitor_zone_label(self.monitor),
                          end_s=end_s, autoscale_offset_s=self.autoscale_offset_s)
 
     def inputs(self) -> dict[str, object]:
@@ -209,7 +214,7 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
         percentile=tier.percentile, availability=tier.availability,
         scaled_object=mp.autoscaling.scaled_object_spec(predictor_deployment(mp), PROMETHEUS),
         gpu_share=_gpu_share(mp), kv_tokens=kv_tokens, device_memory_gb=device_gb,
-        memory_utilization=utilization, pod_monitor=pod_monitor_spec(mp.model),
+        memory_utilization=utilization,
     )
 
 

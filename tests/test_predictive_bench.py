@@ -72,7 +72,7 @@ def test_the_5_minute_fit_is_the_plans_query_and_the_others_change_only_the_grow
     drift = bench.variant_deployment(dep, bench.DRIFT)
     survivors = plan_query[len("clamp_min(clamp_min("):plan_query.index(" * 3 / 2 * ")]
     fullest = ('max(count by (zone) (count by (namespace, pod, zone) '
-               '(up{namespace="rtip-models",rtip_dev_model="llama-70b"} == 1)))')
+               '(up{namespace="rtip-models",rtip_dev_model="llama-70b",zone!=""} == 1)))')
     assert drift.scaled_object["triggers"][0]["metadata"]["query"] == plan_query.replace(
         f"{survivors} * 3 / 2 * ",
         f"clamp_min({survivors} * 3 / 2, scalar({survivors} + ({fullest} or vector(0)))) * ", 1)
@@ -80,12 +80,20 @@ def test_the_5_minute_fit_is_the_plans_query_and_the_others_change_only_the_grow
 
 
 def test_prometheus_accepts_every_variant(tmp_path: Path) -> None:
+    """promtool parses every variant's query, the drift term's too, and the PodMonitor the drift
+    variant is scraped by validates against the prometheus-operator CRD."""
+    from tests.test_crds import check
+
     bench = _load("predictive")
     _, dep = _deployment("prod", "llama-70b")
     rules = [{"record": f"rtip:variant_{i}", "expr": bench.variant_query(dep, v)}
-             for i, v in enumerate(bench.VARIANTS)]
+             for i, v in enumerate((*bench.VARIANTS, bench.DRIFT))]
     done = promtool.check_rules([{"name": "variants", "rules": rules}], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+    spec = bench.variant_deployment(dep, bench.DRIFT).monitor
+    assert spec["attachMetadata"] == {"node": True} and spec != dep.monitor
+    check({"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+           "metadata": {"name": "llama-70b", "namespace": "rtip-models"}, "spec": spec})
 
 
 def _replicas(metric: float, threshold: float) -> int:

@@ -300,7 +300,7 @@ def test_the_fullest_zone_s_ready_replicas_are_sampled_with_the_fleet():
     fleet = Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=4),
                   EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
     assert fleet.ready_by_zone() == {"a": 2, "b": 1, "c": 1}
-    assert set(result.series["fullest_ready"]) == {2.0}
+    assert set(result.series["fullest_ready"]) == {2.0} and set(result.series["emptiest_ready"]) == {1.0}
     failures = (ZoneFailure("a", 30.0),)
     slow = ColdStartSpec(full_s=200.0, warm_s=200.0, node_ready_s=0.0)
     lost = simulate(trace, _cfg(4, zones=("a", "b", "c"), zone_failures=failures, cold_start=slow),
@@ -363,3 +363,29 @@ def test_a_deletion_cost_by_zone_takes_the_fullest_zones_pod_first():
     on_full_a = [rid for rid in full if costed.replicas[rid].zone == "a"]  # not a's lone pod
     assert gone.rid == min(on_full_a, key=uid.__getitem__)
     assert _per_zone(costed) == {"a": 2, "b": 2, "c": 2}
+
+
+def test_the_deletion_cost_is_compared_before_the_node_rank_and_after_readiness():
+    """Zone a runs 3 ready pods alone on three nodes, b and c 2 ready pods each on one full node.
+    Cost before the node rank (Kubernetes' order: readiness, then deletion cost, then pods on the
+    same node) takes one of a's, though b's and c's are doubled up; a pod still starting in b
+    goes before any ready pod, whatever its zone's cost."""
+    def fleet(by_zone: bool) -> Fleet:
+        f = Fleet(FleetConfig(zones=("a", "b", "c"), initial_replicas=0, slots_per_node=2,
+                              initial_nodes=9, deletion_cost_by_zone=by_zone),
+                  EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+        nodes = {z: [n for n in f.nodes if n.zone == z] for z in ("a", "b", "c")}
+        for node in (*nodes["a"][:3], nodes["b"][0], nodes["b"][0], nodes["c"][0], nodes["c"][0]):
+            f.on_ready(f._add_replica(node, 0.0, 0.0, warm=True))
+        return f
+
+    plain, costed = fleet(False), fleet(True)
+    assert _per_zone(costed) == {"a": 3, "b": 2, "c": 2}
+    plain.scale_to(6, 1000.0)
+    costed.scale_to(6, 1000.0)
+    assert _per_zone(plain)["a"] == 3  # the node rank alone takes a doubled-up pod of b or c
+    assert _per_zone(costed) == {"a": 2, "b": 2, "c": 2}
+    starting = costed._add_replica(next(n for n in costed.nodes if n.zone == "b" and not n.replicas),
+                                   1000.0, 2000.0, warm=True)
+    costed.scale_to(6, 1010.0)
+    assert starting.state == "gone" and _per_zone(costed) == {"a": 2, "b": 2, "c": 2}

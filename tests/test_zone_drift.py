@@ -40,6 +40,9 @@ SERIES = {
     **_pods("q", "b", 6), 'up{namespace="m",pod="q7",rtip_dev_model="x",zone="b"}': "1x20 0x20",
     **_pods("r", "c", 4), 'up{namespace="m",pod="r5",rtip_dev_model="x",zone="c"}': "0x40",
     **_pods("s", "a", 1, model="y"),
+    # u1 serves x from a target without the zone label (a PodMonitor that does not write it):
+    # left out, not one zone of its own.
+    'up{namespace="m",pod="u1",rtip_dev_model="x"}': "1x40",
 }
 TIMES = ["1m", "3m", "6m"]
 SURVIVORS, ZONES, TARGET = 12, 3, 2.0  # S from a load of 11.5 at 1 req/s a survivor
@@ -62,7 +65,7 @@ def test_the_fullest_zone_and_the_branch_agree_with_prometheus_and_a_hand_count(
             {_unnamed(k): v for k, v in named.items()}), (query, at)
         got[query, at] = answer.get((), None)
     # By hand, serving pods a zone: 7/7/4 at 1 min; 6/7/4 at 3 min (p7 gone); 6/6/4 at 6 min (q7
-    # lost); r5 (loading) and y's s1 never count.
+    # lost); r5 (loading), y's s1 and the unzoned u1 never count.
     assert [got[queries[0], t] for t in TIMES] == [7, 7, 6]
     even = -(-SURVIVORS * ZONES // (ZONES - 1))  # ceil(12 x 3 / 2) = 18
     asked = [max(even, SURVIVORS + fullest) for fullest in (7, 7, 6)]
@@ -74,10 +77,10 @@ def test_the_fullest_zone_and_the_branch_agree_with_prometheus_and_a_hand_count(
 
 
 def test_the_simulator_writes_each_targets_node_zone_where_the_pod_monitor_relabels_it() -> None:
-    """The plan's PodMonitor writes no zone, so neither does the simulated Prometheus; the drift
-    variant's relabels the node's zone into `zone` (benchmarks/predictive.py `with_node_zone`), and
-    then the simulated `up` carries each replica's zone: counted by it, the serving pods a zone
-    are the fleet's own ready replicas a zone."""
+    """The plan's PodMonitor writes no zone, so the simulated Prometheus writes none on any series;
+    the drift variant's relabels the node's zone into `zone` (benchmarks/predictive.py
+    `with_node_zone`), and then the simulated `up` carries each replica's zone: counted by it,
+    the serving pods a zone are the fleet's own ready replicas a zone."""
     plan = plan_of("prod")
     (mp,) = select(plan, "llama-8b")
     dep = deployment(plan, mp)

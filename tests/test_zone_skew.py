@@ -81,7 +81,8 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     t = np.arange(0.0, 1500.0, 5.0)
     ready = np.full(len(t), 6.0)
     fullest = np.where(t == 400.0, 3.0, 2.0)  # one sample a replica above the even 2/2/2
-    series = {"t": t, "ready": ready, "fullest_ready": fullest, "running": ready, "waiting": 0 * t}
+    series = {"t": t, "ready": ready, "fullest_ready": fullest, "emptiest_ready": 4.0 - fullest,
+              "running": ready, "waiting": 0 * t}
     replayed: list[str] = []
     fleets: list[Any] = []
 
@@ -111,7 +112,8 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     assert [f.deletion_cost_by_zone for f in fleets] == [False, False, True]
     for variant in ("drift_term", "zone_deletion_cost"):
         assert row[variant]["zone_loss_at_plans_worst"]["at_s"] == 400.0 + module.AFTER_SAMPLE_S
-    assert row["at_worst"] == {"ready": 6, "fullest_ready": 3, "survivors_wanted": 4.0}
+    assert row["at_worst"] == {"ready": 6, "fullest_ready": 3, "emptiest_ready": 1, "survivors_wanted": 4.0}
+    assert row["zone_deletion_cost"]["at_plans_worst"] == row["at_worst"]
     # Outside the fullest zone 4 ready (3 at 400 s) against S = 4: short at one sample.
     assert row["survivors_short_share"] == row["drift_term"]["survivors_short_share"] == round(1 / len(t), 4)
 
@@ -143,7 +145,8 @@ def test_a_failing_worst_moment_is_swept_every_60_s(monkeypatch: pytest.MonkeyPa
     failing = set(moments[::2])  # every other moment of the sweep fails, by 3 of 100 requests
     t = np.arange(0.0, 1500.0, 5.0)
     series = {"t": t, "ready": np.full(len(t), 6.0), "fullest_ready": np.where(t == 400.0, 3.0, 2.0),
-              "running": np.full(len(t), 6.0), "waiting": 0 * t}
+              "emptiest_ready": np.where(t == 400.0, 1.0, 2.0), "running": np.full(len(t), 6.0),
+              "waiting": 0 * t}
     monkeypatch.setattr(module, "replay", lambda dep, trace: (SimpleNamespace(series=series), [1.0] * len(t)))
     monkeypatch.setattr(module, "figures", lambda result, dep: {"gpu_hours": 1.0, "node_gpu_hours": 2.0})
     lost: list[float] = []

@@ -216,7 +216,10 @@ class FleetConfig:
     drain_limit_s: float | None = None
     failover: Failover = field(default_factory=Failover)  # how long a lost zone's replicas linger
     # A what-if, not emitted: a controller keeps `controller.kubernetes.io/pod-deletion-cost` at
-    # minus the model's pods in each pod's zone, so a scale-in takes the fullest zone's first.
+    # minus the model's pods in each pod's zone, so a scale-in takes the fullest zone's first. The
+    # costs are read once a scale-in, as the ReplicaSet sorts once a sync (the HPA's one pod a
+    # step leaves a tie no room to empty one zone), and count pods whose node has not joined yet,
+    # which a controller reading node zones would not see.
     deletion_cost_by_zone: bool = False
 
     def __post_init__(self) -> None:

@@ -69,8 +69,8 @@ class Simulation:
         self._stale_marked: set[int] = set()  # lost pods whose series a failed scrape ended
         self._gone_marked: set[int] = set()  # deleted pods, every series ended
         self._series: dict[str, list[float]] = {k: [] for k in (
-            "t", "ready", "fullest_ready", "starting", "draining", "waiting", "running", "kv_usage",
-            "gpu_util")}
+            "t", "ready", "fullest_ready", "emptiest_ready", "starting", "draining", "waiting", "running",
+            "kv_usage", "gpu_util")}
         self._sample_busy: dict[int, float] = {}
         self.now = 0.0
 
@@ -183,7 +183,9 @@ class Simulation:
             t0, b0 = self._last_busy.get(r.rid, (max(r.ready_s, now - interval), busy))
             util = min(1.0, (busy - b0) / (now - t0)) if now > t0 else 0.0
             self._last_busy[r.rid] = (now, busy)
-            labels = (*base, ("pod", self._pod(r)), ("zone", r.zone))
+            # A target's labels go on every series it exposes: the zone only where it is written.
+            zone = ((self.cfg.zone_label, r.zone),) if self.cfg.zone_label else ()
+            labels = (*base, ("pod", self._pod(r)), *zone)
             for name, extra, value in engine.metrics.samples(len(engine.running), len(engine.waiting),
                                                               engine.kv.usage, util):
                 self.store.add(now, name, labels + extra if extra else labels, value)
@@ -240,7 +242,9 @@ class Simulation:
         s["ready"].append(self.fleet.count(READY))
         # The ready replicas a zone loss would take now (the ReplicaSet scales in by node and age,
         # not by zone, so the fullest zone can hold more than its even share: benchmarks/zone_skew.py).
-        s["fullest_ready"].append(max(self.fleet.ready_by_zone().values(), default=0))
+        by_zone = self.fleet.ready_by_zone().values()
+        s["fullest_ready"].append(max(by_zone, default=0))
+        s["emptiest_ready"].append(min(by_zone, default=0))
         s["starting"].append(self.fleet.count(STARTING))
         s["draining"].append(self.fleet.count(DRAINING))
         s["waiting"].append(sum(len(r.engine.waiting) for r in ready))
