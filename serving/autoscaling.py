@@ -37,7 +37,7 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   a zone loss, twice its error budget (benchmarks/autoscaling.py);
 - R leaves S only while the zones hold it evenly, and ready replicas drift (the ReplicaSet scales
   in by node and age, not zone). A drift term, at least S plus the most pods serving in one zone
-  (`fullest_zone`), was built and measured, and is not in the query: it changed no zone-loss
+  (`fullest_zone`), was built and measured, and is not in the query: it changed no checklist
   verdict on three draws of the eight Azure runs for 0-11.2 % more slice GPU-hours
   (serving/zone_branch.py, benchmarks/zone_skew.py);
 - a pod whose node is lost still counts for the ReplicaSet until it is evicted (90 s after the

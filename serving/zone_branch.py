@@ -40,8 +40,8 @@ def zone_query(in_flight: str, load: str, per_survivor: float, ceiling: float, z
     pods serving in one zone) adds the drift term: at least S plus it, so that whichever zone is
     lost S serve on (evenly spread that is at most R, and the new replicas go to the emptier
     zones). The plan leaves it out (None): over three draws of the eight Azure runs it cost 0 to
-    11.2 % more slice GPU-hours and changed no zone-loss verdict (benchmarks/zone_skew.py,
-    results/drift_term.json). The one drifted moment that fails, the 70B's code run on the
+    11.2 % more slice GPU-hours and changed no checklist verdict (benchmarks/zone_skew.py,
+    results/drift_term*.json). The one drifted moment that fails, the 70B's code run on the
     second draw at 2,295 s (11 of 581 requests, 1.89 % against 1.49 %), fails with it too
     (1.72 %): the survivors were never short there (S was 5, and 11 of 18 survive), and with
     the zones kept even (a pod-deletion cost by zone, which the simulator can emulate) the same
