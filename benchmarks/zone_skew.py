@@ -117,14 +117,16 @@ VARIANTS: dict[str, Callable[[Deployment], Deployment]] = {
 _LOSS_KEYS = ("zone", "at_s", "status", "bad", "failed_in_flight", "requests", "bad_share", "error_budget")
 
 
+def _loss_at(dep: Deployment, trace: Any, at_s: float) -> dict[str, Any]:
+    loss = bench.zone_loss_at(dep, trace, "plan", at_s)
+    return {k: loss[k] for k in _LOSS_KEYS}
+
+
 def _loss(dep: Deployment, trace: Any, sample_s: float | None) -> dict[str, Any] | None:
     # Just after the sample: at one instant the simulator takes a zone failure before the
     # autoscaler's decision and samples after it, so a loss at the sample's own instant would meet
     # the fleet before a scale-in that the sample already shows.
-    if sample_s is None:
-        return None
-    loss = bench.zone_loss_at(dep, trace, "plan", sample_s + AFTER_SAMPLE_S)
-    return {k: loss[k] for k in _LOSS_KEYS}
+    return None if sample_s is None else _loss_at(dep, trace, sample_s + AFTER_SAMPLE_S)
 
 
 # Where the plan's worst moment fails: a sweep this dense over the same run tells a rare moment
@@ -136,10 +138,7 @@ def dense_sweep(dep: Deployment, trace: Any) -> dict[str, Any]:
     """The plan's zone loss every DENSE_SWEEP_S with a whole window left: how many moments fail,
     and the worst."""
     moments = bench.zone_loss_moments(trace, bench.zone_loss_window_s(dep), DENSE_SWEEP_S)
-    losses = []
-    for t in moments:
-        loss = bench.zone_loss_at(dep, trace, "plan", t)
-        losses.append({k: loss[k] for k in _LOSS_KEYS})
+    losses = [_loss_at(dep, trace, t) for t in moments]
     return {"every_s": DENSE_SWEEP_S, "moments": len(losses),
             "failed": sum(1 for r in losses if r["status"] != "PASS"),
             "worst": max(losses, key=lambda r: r["bad_share"]) if losses else None}
@@ -169,7 +168,9 @@ def case(plan: Any, base: Any, model: str, at: float | None, seed: int = 0) -> d
                       "zone_loss_at_worst": _loss(run, trace, found["worst_at_s"])}
         plans_worst = rows["plan"]["worst_at_s"]
         if name != "plan":  # and where the plan's worst drift was, for a like-for-like reading
-            rows[name]["zone_loss_at_plans_worst"] = _loss(run, trace, plans_worst)
+            rows[name]["zone_loss_at_plans_worst"] = (
+                rows[name]["zone_loss_at_worst"] if plans_worst == found["worst_at_s"]
+                else _loss(run, trace, plans_worst))
             if plans_worst is not None:
                 rows[name]["at_plans_worst"] = _fleet_at(result, survivors, plans_worst)
     worst = rows["plan"]["zone_loss_at_worst"]

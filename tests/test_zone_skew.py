@@ -104,8 +104,8 @@ def test_the_zone_is_lost_just_after_the_most_skewed_sample_a_whole_window_follo
     latest = last_whole_window_start(trace.arrival_s, module.bench.zone_loss_window_s(dep))
     assert latest > 400.0  # the skewed sample has a whole window after it
     # Three fleets are replayed: the plan's, the drift term's, the plan's with zone deletion costs;
-    # each is lost at its own worst sample and the two variants also at the plan's (all 400 s here).
-    assert row["worst_at_s"] == 400.0 and lost == [400.0 + module.AFTER_SAMPLE_S] * 5
+    # each is lost at its own worst sample, which here is the plan's too (400 s), so each once.
+    assert row["worst_at_s"] == 400.0 and lost == [400.0 + module.AFTER_SAMPLE_S] * 3
     assert row["skewed_share"] == round(1 / len(t), 4) and row["most_above_even"] == 1
     assert replayed[0] == replayed[2] == dep.scaled_object["triggers"][0]["metadata"]["query"]
     assert "by (zone)" not in replayed[0] and "by (zone)" in replayed[1]
@@ -163,3 +163,43 @@ def test_a_failing_worst_moment_is_swept_every_60_s(monkeypatch: pytest.MonkeyPa
     assert (sweep["every_s"], sweep["moments"], sweep["failed"]) == (60.0, len(moments), len(failing))
     assert sweep["worst"]["bad_share"] == 0.03 and sweep["worst"]["at_s"] == moments[0]
     assert "dense_sweep" not in row["drift_term"]  # the plan's alone
+
+
+def test_a_variant_whose_worst_moment_differs_is_also_lost_at_the_plans(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zone-deletion-cost fleet skews at 500 s where the plan and the drift term skew at 400 s:
+    it is lost at both, its fleet read at the plan's 400 s off its own samples (even there)."""
+    import numpy as np
+
+    from serving.simulator import poisson
+    from stacks.simulation import select
+    from tests.conftest import plan_of
+
+    module = _load("zone_skew")
+    plan = plan_of("prod")
+    (mp,) = select(plan, "llama-3b")
+    base = poisson(mp.peak_qps, 1500.0, (1155, 211), seed=6)
+    t = np.arange(0.0, 1500.0, 5.0)
+
+    def series(skewed_at: float) -> dict[str, Any]:
+        fullest = np.where(t == skewed_at, 3.0, 2.0)
+        return {"t": t, "ready": np.full(len(t), 6.0), "fullest_ready": fullest,
+                "emptiest_ready": 4.0 - fullest, "running": np.full(len(t), 6.0), "waiting": 0 * t}
+    monkeypatch.setattr(module, "replay", lambda dep, trace: (SimpleNamespace(
+        series=series(500.0 if dep.fleet.deletion_cost_by_zone else 400.0)), [1.0] * len(t)))
+    monkeypatch.setattr(module, "figures", lambda result, dep: {"gpu_hours": 1.0, "node_gpu_hours": 2.0})
+    lost: list[tuple[bool, float]] = []
+
+    def zone_loss_at(dep: Any, trace: Any, policy: str, at: float) -> dict[str, Any]:
+        lost.append((dep.fleet.deletion_cost_by_zone, at))
+        return {"zone": "z", "at_s": at, "status": "PASS", "bad": 0, "failed_in_flight": 0, "requests": 1,
+                "bad_share": 0.0, "error_budget": 0.01}
+    monkeypatch.setattr(module.bench, "zone_loss_at", zone_loss_at)
+    row = module.case(plan, base, "llama-3b", None)
+    after = module.AFTER_SAMPLE_S
+    assert sorted(at for costed, at in lost if costed) == [400.0 + after, 500.0 + after]
+    cost = row["zone_deletion_cost"]
+    assert cost["zone_loss_at_worst"]["at_s"] == 500.0 + after
+    assert cost["zone_loss_at_plans_worst"]["at_s"] == 400.0 + after
+    assert cost["at_plans_worst"] == {"ready": 6, "fullest_ready": 2, "emptiest_ready": 2,
+                                      "survivors_wanted": 1.0}

@@ -184,8 +184,7 @@ class Simulation:
             util = min(1.0, (busy - b0) / (now - t0)) if now > t0 else 0.0
             self._last_busy[r.rid] = (now, busy)
             # A target's labels go on every series it exposes: the zone only where it is written.
-            zone = ((self.cfg.zone_label, r.zone),) if self.cfg.zone_label else ()
-            labels = (*base, ("pod", self._pod(r)), *zone)
+            labels = (*base, ("pod", self._pod(r)), *self._zone(r))
             for name, extra, value in engine.metrics.samples(len(engine.running), len(engine.waiting),
                                                               engine.kv.usage, util):
                 self.store.add(now, name, labels + extra if extra else labels, value)
@@ -203,9 +202,12 @@ class Simulation:
         self.store.add(began, UP, target, 0.0)
         self.store.add(began, SCRAPE_DURATION, target, self.cfg.scrape_timeout_s)
 
+    def _zone(self, r: Replica) -> tuple[tuple[str, str], ...]:
+        """The zone label Prometheus writes on `r`'s target, where the PodMonitor writes one."""
+        return ((self.cfg.zone_label, r.zone),) if self.cfg.zone_label else ()
+
     def _target(self, r: Replica, pod: str) -> tuple[tuple[str, str], ...]:
-        zone = ((self.cfg.zone_label, r.zone),) if self.cfg.zone_label else ()
-        return (("namespace", self.cfg.namespace), ("pod", pod), *self.cfg.target_labels, *zone)
+        return (("namespace", self.cfg.namespace), ("pod", pod), *self.cfg.target_labels, *self._zone(r))
 
     def _pod(self, r: Replica) -> str:
         # As a ReplicaSet names it: the Deployment, the template's hash (one template here), a suffix.
