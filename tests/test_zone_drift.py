@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -99,3 +100,26 @@ def test_the_simulator_writes_each_targets_node_zone_where_the_pod_monitor_relab
     counted = evaluate(f"count by (zone) ({target} == 1)", sim.store, at)
     assert counted == {(("zone", z),): float(n) for z, n in by_zone.items()}
     assert evaluate(fullest_zone(mp.model, cfg.namespace), sim.store, at) == {(): max(by_zone.values())}
+
+
+def test_the_zone_label_is_read_only_where_every_endpoint_relabels_the_attached_node_zone() -> None:
+    """`monitor_zone_label`: Prometheus gives a target its node's labels only with
+    `attachMetadata.node`, and keeps one only through a relabelling; a relabelling that rewrites
+    the value (another regex or replacement) or a later endpoint without it writes no whole zone."""
+    from serving.simulator.prometheus import monitor_zone_label
+
+    meta = "__meta_kubernetes_node_label_topology_kubernetes_io_zone"  # the name sanitised by hand
+    keep = {"sourceLabels": [meta], "targetLabel": "az"}
+
+    def spec(attach: object, *relabelings: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"attachMetadata": {"node": attach},
+                "podMetricsEndpoints": [{"port": "http", "relabelings": r} for r in relabelings]}
+
+    assert monitor_zone_label(spec(True, [keep])) == "az"
+    assert monitor_zone_label(spec(True, [{**keep, "action": "Replace", "replacement": "${1}"}])) == "az"
+    assert monitor_zone_label(spec(False, [keep])) is None
+    assert monitor_zone_label({"podMetricsEndpoints": [{"relabelings": [keep]}]}) is None
+    assert monitor_zone_label(spec(True, [{**keep, "regex": "(.*)-[a-z]"}])) is None
+    assert monitor_zone_label(spec(True, [{**keep, "action": "labelmap"}])) is None
+    assert monitor_zone_label(spec(True, [keep], [])) is None  # the second endpoint writes none
+    assert monitor_zone_label(spec(True)) is None

@@ -70,14 +70,12 @@ def monitor_zone_label(spec: Mapping[str, Any]) -> str | None:
     default regex and replacement). A later relabelling of the same label is not looked for."""
     if (spec.get("attachMetadata") or {}).get("node") is not True:
         return None
-    written: set[str] = set()
-    endpoints = spec.get("podMetricsEndpoints") or []
-    for endpoint in endpoints:
-        found = {str(r["targetLabel"]) for r in endpoint.get("relabelings") or []
-                 if r.get("sourceLabels") == [NODE_ZONE_META] and r.get("targetLabel")
-                 and str(r.get("action", "replace")).lower() == "replace"
-                 and r.get("regex", "(.*)") == "(.*)" and r.get("replacement", "$1") in ("$1", "${1}")}
-        written = found if endpoint is endpoints[0] else written & found
+    per_endpoint = [{str(r["targetLabel"]) for r in endpoint.get("relabelings") or []
+                     if r.get("sourceLabels") == [NODE_ZONE_META] and r.get("targetLabel")
+                     and str(r.get("action", "replace")).lower() == "replace"
+                     and r.get("regex", "(.*)") == "(.*)" and r.get("replacement", "$1") in ("$1", "${1}")}
+                    for endpoint in spec.get("podMetricsEndpoints") or []]
+    written = set.intersection(*per_endpoint) if per_endpoint else set()
     return min(written) if written else None
 
 
