@@ -21,6 +21,7 @@ from components.addons_helm import helm_release, namespace, resources
 from components.contract import ClusterFacts, RegionStore
 from serving._model_pod import unreachable_toleration, zone_spread
 from serving.alert_routes import RECEIVER_SECRET, alertmanager_values
+from serving.autoscaling import POLLING_INTERVAL_S
 from serving.charts import ChartKey
 from serving.hardware import Cloud
 from serving.manifests import MANAGED
@@ -142,7 +143,12 @@ def prometheus_values(env: Posture, cloud: Cloud, webhooks: list[str] | None = N
         # here (a node silent for 90 s), so the page is blind from about 1.5 minutes (the zone's
         # nodes are tainted one each 10 s; then it schedules and starts), not 6. (Chart 8.4.0, which
         # this chart pins, renders `tolerations` into the pod and `replicas` into its Deployment.)
-        "kube-state-metrics": {"resources": _CONTROLLER, "tolerations": [unreachable_toleration()]},
+        # Scraped as often as the models (the chart leaves its interval to Prometheus's 30 s): the
+        # lost-pod term stops counting an evicted pod when its deletion timestamp arrives, and the
+        # simulator, whose zone-loss verdicts the plan reports, reads these series at that pace
+        # (the deploy check `autoscaling` holds the two together).
+        "kube-state-metrics": {"resources": _CONTROLLER, "tolerations": [unreachable_toleration()],
+                               "prometheus": {"monitor": {"http": {"interval": f"{POLLING_INTERVAL_S}s"}}}},
         "prometheus-node-exporter": {"resources": _SMALL},
     }
 

@@ -192,3 +192,62 @@ def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(mon
     assert len([f for f in found if f.check == "alerts"]) == (_scaled_objects(record) + len(watches)
                                                               + len(gateways))
     assert all(f.severity == "warning" and "not the 0.0.0" in f.message for f in found)
+
+
+
+def _ksm_interval(http: str | None = None, monitor: str | None = None,
+                  prometheus: str | None = None) -> Callable[[dict[str, Any]], None]:
+    """Values with kube-state-metrics' http endpoint interval `http` (None: unset), its
+    endpoint-wide `monitor` interval and the Prometheus's `scrapeInterval` (None: as they were)."""
+    def change(values: dict[str, Any]) -> None:
+        mon = values.setdefault(KSM_KEY, {}).setdefault("prometheus", {}).setdefault("monitor", {})
+        mon.setdefault("http", {}).pop("interval", None)
+        if http is not None:
+            mon["http"]["interval"] = http
+        if monitor is not None:
+            mon["interval"] = monitor
+        if prometheus is not None:
+            spec = values.setdefault("prometheus", {}).setdefault("prometheusSpec", {})
+            spec["scrapeInterval"] = prometheus
+    return change
+
+
+KSM_KEY = "kube-state-metrics"
+
+
+def test_kube_state_metrics_scraped_slower_than_the_models_is_reported() -> None:
+    """The plan scrapes kube-state-metrics as often as the model servers (15 s), the pace the
+    simulator reads it at. Without the plan's interval the chart's ServiceMonitor names none
+    (chart 8.4.0 templates/servicemonitor.yaml: `http.interval`, else `interval`) and Prometheus
+    scrapes at its own `scrapeInterval`, whose default is read here from the vendored Prometheus
+    CRD (the chart sets it to "")."""
+    import yaml
+
+    from tests.conftest import SHARED
+
+    crd = yaml.safe_load((SHARED / "charts" / "kube-prometheus-stack" / "88.5.3" / "crds"
+                          / "crd-prometheuses.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    default = spec["scrapeInterval"]["default"]
+    assert default.endswith("s") and default[:-1].isdigit()
+    record, release = _with_values(lambda v: None)
+    ksm_monitor = release.inputs["values"][KSM_KEY]["prometheus"]["monitor"]
+    pod_monitors = [r for r in record.resources if (k := api_kind(r)) and k.kind == "PodMonitor"
+                    and "rtip.dev/model" in str(r.inputs["spec"].get("selector"))]
+    model_pace = {e["interval"] for m in pod_monitors for e in m.inputs["spec"]["podMetricsEndpoints"]}
+    assert model_pace == {ksm_monitor["http"]["interval"]} == {"15s"}  # emitted at the models' pace
+    cases = [(_ksm_interval(), f"every {default} (the Prometheus CRD's default)"),
+             (_ksm_interval(http="1m"), f"every 60s ({KSM_KEY}.prometheus.monitor.http.interval)"),
+             (_ksm_interval(monitor="20s"), f"every 20s ({KSM_KEY}.prometheus.monitor.interval)"),
+             (_ksm_interval(prometheus="1m30s"), "every 90s (prometheus.prometheusSpec.scrapeInterval)")]
+    for change, words in cases:
+        record, _ = _with_values(change)
+        for check in ("autoscaling", "alerts"):
+            found = _first_cluster_findings(record, check)
+            assert any(words in f and "less often than the model servers of rtip-models (15s)" in f
+                       for f in found), (words, check, found)
+    # As often as the models or faster, by whichever key says it; the endpoint's own key wins.
+    for change in (_ksm_interval(monitor="15s"), _ksm_interval(prometheus="10s"), _ksm_interval(http="5s"),
+                   _ksm_interval(http="15s", monitor="1m", prometheus="1m")):
+        record, _ = _with_values(change)
+        assert _first_cluster_findings(record) == [] and _first_cluster_findings(record, "alerts") == []

@@ -60,12 +60,18 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 6048
 AGGREGATIONS = frozenset({"sum", "avg", "max", "min", "count"})
 
 
+# Prometheus's duration (common/model ParseDuration, which the operator's CRDs pattern too): units
+# largest first, each at most once, or a bare 0.
+_DURATION = re.compile(r"0|" + "".join(rf"(?:(\d+){u})?" for u in ("y", "w", "d", "h", "m", "s", "ms")))
+
+
 def duration_s(text: str) -> float:
-    """A PromQL duration of one unit (`30s`, `5m`, `3d`) in seconds."""
-    m = re.fullmatch(r"(\d+)(ms|s|m|h|d|w|y)", text)
-    if m is None:
-        raise PromQLError(f"PromQL: {text!r} is not a duration like 5m")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    """A Prometheus duration (`30s`, `5m`, `1m30s`, `0`) in seconds."""
+    m = _DURATION.fullmatch(text)
+    if m is None or text == "":
+        raise PromQLError(f"PromQL: {text!r} is not a duration like 5m or 1m30s")
+    units = ("y", "w", "d", "h", "m", "s", "ms")
+    return sum((float(n) * _UNITS[u] for n, u in zip(m.groups(), units, strict=True) if n is not None), 0.0)
 
 
 _COLON = re.compile(r"\s*:")
