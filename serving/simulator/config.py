@@ -141,18 +141,22 @@ class ColdStartSpec:
     full_s: float  # a new node: provisioning + init + image pull + weights + engine start
     warm_s: float  # a node of the pool with a free slot: weights + engine start
     node_ready_s: float = 0.0  # part of full_s until the new node accepts pods (provisioning + init)
+    # Part of full_s after node readiness: the image pull, while the pod is Pending (a warm node
+    # has the image, so a warm start's pod runs at once and loads its model, not ready).
+    image_pull_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (0 <= self.warm_s <= self.full_s and 0 <= self.node_ready_s <= self.full_s):
-            raise ValueError(f"ColdStartSpec expects 0 <= warm_s <= full_s and 0 <= node_ready_s <= full_s, "
-                             f"got {self}")
+        if not (0 <= self.warm_s <= self.full_s and 0 <= self.node_ready_s <= self.full_s
+                and 0 <= self.image_pull_s <= self.full_s - self.node_ready_s):
+            raise ValueError(f"ColdStartSpec expects 0 <= warm_s <= full_s, 0 <= node_ready_s <= full_s and "
+                             f"0 <= image_pull_s <= full_s - node_ready_s, got {self}")
 
     @classmethod
     def from_budget(cls, cold: object) -> ColdStartSpec:
         """From a `serving.coldstart.ColdStart` (duck-typed)."""
         node = float(cold.node_provisioning_s) + float(cold.node_init_s)  # type: ignore[attr-defined]
         return cls(full_s=float(cold.total_s), warm_s=float(cold.warm_node_s),  # type: ignore[attr-defined]
-                   node_ready_s=node)
+                   node_ready_s=node, image_pull_s=float(cold.image_pull_s))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

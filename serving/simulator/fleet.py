@@ -8,14 +8,14 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   replica is ready after `cold_start.full_s`.
 - Scale-in follows the ReplicaSet controller's ranking (kubernetes pkg/controller/controller_utils.go
   `ActivePodsWithRanks.Less`, ranks from replicaset `getPodsRankedByRelatedPodsOnSameNode`):
-  replicas still starting first (those waiting for their node, one rank, before those on a ready
-  node), then ready ones; within each, a replica sharing its node with more active replicas of
+  replicas still starting first (those waiting for their node, one rank, then those pulling the
+  image on a node, Pending, then those loading their model, Running and not ready), then ready
+  ones; within each, a replica sharing its node with more active replicas of
   the model first ("doubled up"), then the shorter time ready (starting: the newer creation), in
   log2 buckets, ties in pseudo-random order (the controller breaks them by pod UID). The counts
   are taken once before the sort, so one scale-in of several pods can still empty a doubled-up
   node, but mostly scale-in thins nodes before it empties one, and Karpenter's `WhenEmpty` frees
-  a node late. Not modelled: a pod still pulling its image (Pending) goes before one loading its
-  model (Running, not ready); both rank here as one. A ready replica being removed stops getting
+  a node late. A ready replica being removed stops getting
   requests and, with `drain`, finishes what it holds before it goes, or within `drain_limit_s`,
   when what it still runs is cut (`drain_cut`).
 - A replica no node came for (Pending: `place` found no slot and no node launches) binds to the
@@ -49,8 +49,7 @@ from serving.simulator.replica import (
     UNSCHEDULED,
     Node,
     Replica,
-    log2_age,
-    pseudo_uid,
+    deletion_rank,
 )
 
 # Callbacks into the event loop: (time, kind, object).
@@ -112,6 +111,7 @@ class Fleet:
         rid = len(self.replicas)
         engine = Engine(self.engine_cfg, ReplicaMetrics(), log_steps=self.log_steps)
         replica = Replica(rid, node, engine, now, ready_s, warm)
+        replica.running_s = self._running_on(node, now)
         node.replicas.add(rid)
         node.empty_since = None
         self.replicas.append(replica)
@@ -165,6 +165,11 @@ class Fleet:
             return now + cold.warm_s
         return max(now + cold.warm_s, node.ready_s + cold.full_s - cold.node_ready_s)
 
+    def _running_on(self, node: Node, now: float) -> float:
+        """When a replica placed on `node` at `now` starts its container: at once on a node that
+        had joined (its image is there), else once the node is up and the image pulled."""
+        return now if node.ready_s <= now else node.ready_s + self.cfg.cold_start.image_pull_s
+
     def place(self, now: float) -> Replica:
         """Start one replica (see the module's placement rule)."""
         zones = self._fewest_zones()
@@ -208,6 +213,7 @@ class Fleet:
             node.empty_since = None
             replica.placed_s = now
             replica.ready_s = self._ready_on(node, now)
+            replica.running_s = self._running_on(node, now)
             replica.warm = True
             self.schedule(replica.ready_s, "ready", replica)
             bound += 1
@@ -253,18 +259,7 @@ class Fleet:
         colocated = sum(1 for rid in replica.node.replicas if self.replicas[rid].state in active)
         cost = -sum(1 for r in self.replicas if r.zone == replica.zone and r.state in active) \
             if self.cfg.deletion_cost_by_zone else 0
-        if replica.state == LOST and replica.gone_s is not None \
-                and now >= replica.gone_s + self.cfg.failover.not_ready_s:
-            # NotReady, bound and Running: after the unassigned pods, tied with a bound pod still
-            # starting (both not ready), before every ready pod (ActivePodsWithRanks.Less).
-            return (0, 1, cost, -colocated, log2_age(now - replica.created_s), pseudo_uid(replica.rid))
-        if replica.state == STARTING:
-            # A pod waiting for its node is unassigned: unassigned pods share the empty node name,
-            # so one rank; then the newer creation time (log2 buckets) goes first.
-            unbound = replica.node.ready_s > now
-            return (0, 0 if unbound else 1, cost, 0 if unbound else -colocated,
-                    log2_age(now - replica.created_s), pseudo_uid(replica.rid))
-        return (1, cost, -colocated, log2_age(now - replica.ready_s), pseudo_uid(replica.rid))
+        return deletion_rank(replica, now, colocated, cost, self.cfg.failover.not_ready_s)
 
     def stop_draining(self, replica: Replica, now: float) -> None:
         """The drain limit: a replica still draining is stopped, and what it runs is lost."""
