@@ -146,7 +146,7 @@ def prometheus_values(env: Posture, cloud: Cloud, webhooks: list[str] | None = N
         # Scraped as often as the models (the chart leaves its interval to Prometheus's 30 s): the
         # lost-pod term stops counting an evicted pod when its deletion timestamp arrives, and the
         # simulator, whose zone-loss verdicts the plan reports, reads these series at that pace
-        # (the deploy check `autoscaling` holds the two together).
+        # (the deploy checks `autoscaling` and `alerts` hold the two together: ksm_pace.py).
         "kube-state-metrics": {"resources": _CONTROLLER, "tolerations": [unreachable_toleration()],
                                "prometheus": {"monitor": {"http": {"interval": f"{POLLING_INTERVAL_S}s"}}}},
         "prometheus-node-exporter": {"resources": _SMALL},

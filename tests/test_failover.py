@@ -386,6 +386,7 @@ def test_a_pending_replica_binds_to_the_slot_a_drain_frees():
     fleet.maybe_release(draining, 5.0)
     assert pending.node is draining.node and pending.zone == "b" and pending.scheduled
     assert pending.placed_s == 5.0 and fleet.bound == 1
+    assert pending.running_s == 5.0  # its slot's node has the image: Running once bound, not Pending
     # Its GPU time counts from its slot at 5 s, not its creation at 0.03 s: from 5 to 15 s the
     # fleet's slot-seconds grow by c's replica and the bound one, 10 s each (a's stopped at the
     # loss, the drained one at 5 s); from its creation it would be 4.97 s more.

@@ -10,16 +10,21 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import yaml
+
 from rtip.deploycheck import run_checks
+from rtip.deploycheck.findings import Finding
 from rtip.deploycheck.graph import api_kind, cluster_of
 from rtip.deploycheck.query_series import check_query_series, collectors, selectors
 from rtip.offline import Record
-from tests.conftest import record_of
+from tests.conftest import SHARED, record_of
 from tests.test_alert_rules_facts import _first_release, _with_values
+
+KSM = "kube-state-metrics"
 
 
 def _ksm(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
-    return lambda v: change(v.setdefault("kube-state-metrics", {}))
+    return lambda v: change(v.setdefault(KSM, {}))
 
 
 def _first_cluster_findings(record: Record, check: str = "autoscaling") -> list[str]:
@@ -164,10 +169,7 @@ def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(mon
     """The check's kube-state-metrics facts come from chart 8.4.0, the version the vendored
     kube-prometheus-stack Chart.yaml pins; read at another version, every query that needs the
     exporter is warned about, not passed silently."""
-    import yaml
-
     from rtip.deploycheck import query_series
-    from tests.conftest import SHARED
 
     stack_chart = SHARED / "charts" / "kube-prometheus-stack" / "88.5.3" / "Chart.yaml"
     chart = yaml.safe_load(stack_chart.read_text())
@@ -194,13 +196,12 @@ def test_the_kube_state_metrics_facts_are_read_at_the_version_the_stack_pins(mon
     assert all(f.severity == "warning" and "not the 0.0.0" in f.message for f in found)
 
 
-
 def _ksm_interval(http: str | None = None, monitor: str | None = None,
                   prometheus: str | None = None) -> Callable[[dict[str, Any]], None]:
     """Values with kube-state-metrics' http endpoint interval `http` (None: unset), its
     endpoint-wide `monitor` interval and the Prometheus's `scrapeInterval` (None: as they were)."""
     def change(values: dict[str, Any]) -> None:
-        mon = values.setdefault(KSM_KEY, {}).setdefault("prometheus", {}).setdefault("monitor", {})
+        mon = values.setdefault(KSM, {}).setdefault("prometheus", {}).setdefault("monitor", {})
         mon.setdefault("http", {}).pop("interval", None)
         if http is not None:
             mon["http"]["interval"] = http
@@ -212,7 +213,13 @@ def _ksm_interval(http: str | None = None, monitor: str | None = None,
     return change
 
 
-KSM_KEY = "kube-state-metrics"
+def _pace_findings(record: Record, check: str) -> list[Finding]:
+    """The first cluster's findings of `check` about kube-state-metrics' scrape pace."""
+    cluster = cluster_of(record, _first_release(record))
+    index = {r.urn: r for r in record.resources}
+    return [f for f in check_query_series(record)
+            if f.check == check and cluster_of(record, index[f.urn]) == cluster
+            and ("scraped every" in f.message or "cannot be read" in f.message)]
 
 
 def test_kube_state_metrics_scraped_slower_than_the_models_is_reported() -> None:
@@ -220,34 +227,62 @@ def test_kube_state_metrics_scraped_slower_than_the_models_is_reported() -> None
     simulator reads it at. Without the plan's interval the chart's ServiceMonitor names none
     (chart 8.4.0 templates/servicemonitor.yaml: `http.interval`, else `interval`) and Prometheus
     scrapes at its own `scrapeInterval`, whose default is read here from the vendored Prometheus
-    CRD (the chart sets it to "")."""
-    import yaml
-
-    from tests.conftest import SHARED
-
+    CRD (the chart writes none for its "")."""
     crd = yaml.safe_load((SHARED / "charts" / "kube-prometheus-stack" / "88.5.3" / "crds"
                           / "crd-prometheuses.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     default = spec["scrapeInterval"]["default"]
     assert default.endswith("s") and default[:-1].isdigit()
     record, release = _with_values(lambda v: None)
-    ksm_monitor = release.inputs["values"][KSM_KEY]["prometheus"]["monitor"]
-    pod_monitors = [r for r in record.resources if (k := api_kind(r)) and k.kind == "PodMonitor"
-                    and "rtip.dev/model" in str(r.inputs["spec"].get("selector"))]
-    model_pace = {e["interval"] for m in pod_monitors for e in m.inputs["spec"]["podMetricsEndpoints"]}
+    ksm_monitor = release.inputs["values"][KSM]["prometheus"]["monitor"]
+    model_pace = {e["interval"] for m in _model_pod_monitors(record)
+                  for e in m.inputs["spec"]["podMetricsEndpoints"]}
     assert model_pace == {ksm_monitor["http"]["interval"]} == {"15s"}  # emitted at the models' pace
+    endpoint_wide = f"every 20s ({KSM}.prometheus.monitor.interval)"
     cases = [(_ksm_interval(), f"every {default} (the Prometheus CRD's default)"),
-             (_ksm_interval(http="1m"), f"every 60s ({KSM_KEY}.prometheus.monitor.http.interval)"),
-             (_ksm_interval(monitor="20s"), f"every 20s ({KSM_KEY}.prometheus.monitor.interval)"),
-             (_ksm_interval(prometheus="1m30s"), "every 90s (prometheus.prometheusSpec.scrapeInterval)")]
+             (_ksm_interval(http="1m"), f"every 60s ({KSM}.prometheus.monitor.http.interval)"),
+             (_ksm_interval(monitor="20s"), endpoint_wide),
+             (_ksm_interval(monitor="20s", prometheus="5s"), endpoint_wide),
+             (_ksm_interval(http="0", prometheus="1m30s"),
+              "every 90s (prometheus.prometheusSpec.scrapeInterval)")]
     for change, words in cases:
         record, _ = _with_values(change)
         for check in ("autoscaling", "alerts"):
-            found = _first_cluster_findings(record, check)
-            assert any(words in f and "less often than the model servers of rtip-models (15s)" in f
-                       for f in found), (words, check, found)
+            found = [f for f in _pace_findings(record, check) if words in f.message]
+            assert found and all(f.severity == "error" for f in found), (words, check)
+            # Once an object, not once a series it selects; only where the model servers run (the
+            # gateway's rules read kube-state-metrics too, in a namespace no model is served from).
+            assert len(found) == len({f.urn for f in found})
+            assert all("less often than the model servers of rtip-models (15s)" in f.message for f in found)
     # As often as the models or faster, by whichever key says it; the endpoint's own key wins.
     for change in (_ksm_interval(monitor="15s"), _ksm_interval(prometheus="10s"), _ksm_interval(http="5s"),
                    _ksm_interval(http="15s", monitor="1m", prometheus="1m")):
         record, _ = _with_values(change)
         assert _first_cluster_findings(record) == [] and _first_cluster_findings(record, "alerts") == []
+
+
+def _model_pod_monitors(record: Record) -> list[Any]:
+    return [r for r in record.resources if (k := api_kind(r)) and k.kind == "PodMonitor"
+            and "rtip.dev/model" in str(r.inputs["spec"].get("selector"))]
+
+
+def test_a_model_pod_monitor_left_to_the_global_interval_is_read_at_it() -> None:
+    """A model PodMonitor endpoint without an interval is scraped at the Prometheus's: a global
+    10 s against kube-state-metrics' 15 s leaves kube-state-metrics behind; an interval no one can
+    read is reported, not raised."""
+    def no_interval(spec: dict[str, Any]) -> None:
+        for endpoint in spec["podMetricsEndpoints"]:
+            endpoint.pop("interval")
+
+    base = _with_pod_monitors(no_interval)
+    release = _first_release(base)
+    values = copy.deepcopy(release.inputs["values"])
+    values.setdefault("prometheus", {}).setdefault("prometheusSpec", {})["scrapeInterval"] = "10s"
+    record = Record(base.stack, [replace(r, inputs={**r.inputs, "values": values}) if r is release else r
+                                 for r in base.resources])
+    found = _pace_findings(record, "autoscaling")
+    assert any("every 15s" in f.message and "(10s)" in f.message for f in found)
+    assert _pace_findings(base, "autoscaling") == []  # at the default 30 s, slower than kube-state-metrics
+    bad = _with_pod_monitors(lambda spec: spec["podMetricsEndpoints"][0].update(interval="15 s"))
+    found = _pace_findings(bad, "autoscaling")
+    assert found and all("cannot be read" in f.message for f in found)

@@ -181,27 +181,6 @@ def test_scale_in_takes_starting_pods_first_and_counts_only_active_ones_as_coloc
     assert fleet.replicas[1].state == READY
 
 
-def test_a_pod_pulling_its_image_goes_before_one_loading_its_model():
-    """ActivePodsWithRanks.Less compares the phase (Pending before Running) ahead of the node rank.
-    W starts warm on r0's node at 0 s: its image is there, so it runs at once, loading its model
-    (not ready until 600 s) beside r0. P gets a new node at 1 s: unassigned until the node joins
-    at 401 s, then Pending while the image pulls (100 s, the budget's image part), Running from
-    501 s. Before 401 s and between 401 s and 501 s P goes first (by phase; by the node rank W,
-    doubled up, would); from 501 s both are Running and not ready, and W's doubled-up node decides."""
-    cold = ColdStartSpec(full_s=700.0, warm_s=600.0, node_ready_s=400.0, image_pull_s=100.0)
-    for at, first in ((300.0, "P"), (450.0, "P"), (550.0, "W")):
-        fleet = Fleet(FleetConfig(zones=("a",), initial_replicas=1, slots_per_node=2, cold_start=cold),
-                      EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
-        named = {"W": fleet.place(0.0), "P": fleet.place(1.0)}
-        assert named["W"].node is fleet.replicas[0].node and named["P"].node is not named["W"].node
-        assert named["P"].ready_s == 701.0 and named["W"].ready_s == 600.0
-        fleet.scale_to(2, at)
-        assert [n for n, r in named.items() if r.state == "gone"] == [first], at
-    # The budget's parts bound the pull: it fits between node readiness and the full budget.
-    with pytest.raises(ValueError, match="image_pull_s"):
-        ColdStartSpec(full_s=700.0, warm_s=200.0, node_ready_s=400.0, image_pull_s=301.0)
-
-
 def test_ready_times_in_one_log2_bucket_do_not_decide():
     # Ready 1000 s and 900 s before: int(log2(1e12 ns)) = int(log2(9e11 ns)) = 39, one bucket, so
     # the pod UID decides, not which was ready more recently (r1): the fleet's stand-in, the first

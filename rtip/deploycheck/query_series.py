@@ -20,9 +20,8 @@ asked the same (reported as `alerts`): an alert on a series that never arrives n
   `pkg/allowdenylist`: unanchored ECMAScript regexes, mutually exclusive lists; a pattern Python
   cannot read is a warning). Chart 8.4.0 is the version kube-prometheus-stack 88.5.3 pins; its
   `prometheus.monitor.http.honorLabels` is set true there, and its own default `collectors`
-  include `pods`. And scraped at least as often as the namespace's model servers (their
-  PodMonitors' interval): the simulator the plan's verdicts come from reads it at that pace,
-  where the chart leaves it to the Prometheus's 30 s;
+  include `pods`. And scraped at least as often as the namespace's model servers
+  (ksm_pace.py);
 - a `pod=~` pattern on kube-state-metrics' pod series must match every name Kubernetes can give
   the pods of a Deployment in that namespace (pod_names.py).
 """
@@ -37,18 +36,14 @@ from rtip.chartfacts.conditions import truthy
 from rtip.deploycheck import pod_names
 from rtip.deploycheck.findings import Finding, Severity
 from rtip.deploycheck.graph import api_kind, cluster_of, in_namespace, object_name, string_map
+from rtip.deploycheck.ksm_pace import KSM, ksm_pace_problem
 from rtip.deploycheck.monitor_select import CHART, Loader, stack_releases
 from rtip.deploycheck.promql_text import matchers
 from rtip.offline import Record, Resource
 from serving.simulator.prometheus import TARGET_SERIES, monitor_target_labels
-from serving.simulator.promql import PromQLError, duration_s
 
 CHECK = "autoscaling"
 RULES_CHECK = "alerts"  # the same question of the plan's own alert and recording rules
-KSM = "kube-state-metrics"
-# The Prometheus CRD's default `scrapeInterval` (kube-prometheus-stack 88.5.3 crd-prometheuses.yaml),
-# which its chart leaves unset ("").
-PROMETHEUS_DEFAULT_INTERVAL_S = 30.0
 # What Prometheus's pod discovery and the operator's relabelling put on every PodMonitor target.
 DISCOVERY_LABELS = frozenset({"namespace", "pod", "job", "instance", "container", "endpoint", "service"})
 def selectors(query: str) -> Iterator[tuple[str, dict[str, str]]]:
@@ -178,47 +173,6 @@ def ksm_problems(loader: Loader, metric: str, namespace: str) -> list[Problem]:
     return out
 
 
-def ksm_interval_s(values: Mapping[str, Any]) -> tuple[float, str]:
-    """How often the release's Prometheus scrapes kube-state-metrics' series endpoint, and which
-    value says so: chart 8.4.0's `prometheus.monitor.http.interval`, else its
-    `prometheus.monitor.interval` (templates/servicemonitor.yaml), else the Prometheus's own
-    `scrapeInterval` (kube-prometheus-stack's `prometheus.prometheusSpec.scrapeInterval`), else
-    the Prometheus CRD's default, 30s."""
-    monitor = ((values.get(KSM) or {}).get("prometheus") or {}).get("monitor") or {}
-    spec = (values.get("prometheus") or {}).get("prometheusSpec") or {}
-    http = monitor.get("http") or {}
-    for key, value in ((f"{KSM}.prometheus.monitor.http.interval", http.get("interval")),
-                       (f"{KSM}.prometheus.monitor.interval", monitor.get("interval")),
-                       ("prometheus.prometheusSpec.scrapeInterval", spec.get("scrapeInterval"))):
-        if value:
-            return duration_s(str(value)), key
-    return PROMETHEUS_DEFAULT_INTERVAL_S, "the Prometheus CRD's default"
-
-
-def ksm_pace_problem(record: Record, cluster: Resource | None, loader: Loader,
-                     namespace: str) -> Problem | None:
-    """kube-state-metrics scraped less often than the model servers of `namespace` (their
-    PodMonitors' intervals). The lost-pod term counts an evicted pod until its deletion timestamp
-    is scraped, and the simulator, whose zone-loss and alert verdicts the plan reports, writes
-    kube-state-metrics' series at the models' scrape pace: slower, the deployed fleet replaces
-    and pages later than the verdicts measured."""
-    paces = [duration_s(str(e["interval"]))
-             for m in in_namespace(record, cluster, "PodMonitor", namespace)
-             for e in (m.inputs.get("spec") or {}).get("podMetricsEndpoints") or [] if e.get("interval")]
-    if not paces:
-        return None
-    try:
-        every, key = ksm_interval_s(loader.values)
-    except PromQLError as err:
-        return Severity.ERROR, f"{KSM}'s scrape interval cannot be read: {err}"
-    if every <= min(paces):
-        return None
-    return (Severity.ERROR, f"{KSM} is scraped every {every:g}s ({key}), less often than the model "
-                            f"servers of {namespace} ({min(paces):g}s): evicted pods stay counted and "
-                            f"pages come later than the simulated verdicts, which read it at the "
-                            f"models' pace")
-
-
 def _loaders(record: Record, cluster: Resource | None) -> list[tuple[Resource, Loader, str | None]]:
     """The cluster's kube-prometheus-stack releases: each with what its Prometheus loads and the
     kube-state-metrics chart version it pins."""
@@ -249,9 +203,11 @@ def series_problems(record: Record, cluster: Resource | None, query: str, what: 
                 out.append((Severity.ERROR, f"{what} selects {metric}, but no {CHART} release on its "
                                             f"cluster runs kube-state-metrics"))
             for release, loader, version in loaders:
-                pace = ksm_pace_problem(record, cluster, loader, namespace)
                 out += [(sev, f"{what} selects {metric}, but release {release.name}: {m}")
-                        for sev, m in [*ksm_problems(loader, metric, namespace), *([pace] if pace else [])]]
+                        for sev, m in ksm_problems(loader, metric, namespace)]
+                pace = ksm_pace_problem(record, cluster, loader.values, namespace)
+                if pace:  # said once an object, as the version warning below
+                    out.append((pace[0], f"release {release.name}: {pace[1]}"))
                 if version != KSM_CHART_VERSION:
                     # Said once an object however many series it selects (problems are a set).
                     out.append((Severity.WARNING, f"release {release.name} pins {KSM} chart {version}, "

@@ -75,7 +75,7 @@ class Fleet:
         nodes = cfg.initial_nodes if cfg.initial_nodes is not None else \
             -(-cfg.initial_replicas // cfg.slots_per_node)
         for i in range(nodes):
-            self._add_node(cfg.zones[i % len(cfg.zones)], 0.0, 0.0)
+            self._add_node(cfg.zones[i % len(cfg.zones)], 0.0, 0.0, 0.0)
         for _ in range(cfg.initial_replicas):
             zone = min(cfg.zones, key=lambda z: per_zone[z])
             node = self._free_node(zone) or self._free_node(None)
@@ -94,8 +94,8 @@ class Fleet:
         return sum(1 for r in self.replicas if r.state == state)
 
     # -- internals -----------------------------------------------------------------------------
-    def _add_node(self, zone: str, now: float, ready_s: float) -> Node:
-        node = Node(len(self.nodes), zone, self.cfg.slots_per_node, now, ready_s)
+    def _add_node(self, zone: str, now: float, ready_s: float, image_s: float) -> Node:
+        node = Node(len(self.nodes), zone, self.cfg.slots_per_node, now, ready_s, image_s=image_s)
         self.nodes.append(node)
         return node
 
@@ -110,8 +110,7 @@ class Fleet:
     def _add_replica(self, node: Node, now: float, ready_s: float, warm: bool) -> Replica:
         rid = len(self.replicas)
         engine = Engine(self.engine_cfg, ReplicaMetrics(), log_steps=self.log_steps)
-        replica = Replica(rid, node, engine, now, ready_s, warm)
-        replica.running_s = self._running_on(node, now)
+        replica = Replica(rid, node, engine, now, ready_s, warm, self._running_on(node, now))
         node.replicas.add(rid)
         node.empty_since = None
         self.replicas.append(replica)
@@ -166,9 +165,9 @@ class Fleet:
         return max(now + cold.warm_s, node.ready_s + cold.full_s - cold.node_ready_s)
 
     def _running_on(self, node: Node, now: float) -> float:
-        """When a replica placed on `node` at `now` starts its container: at once on a node that
-        had joined (its image is there), else once the node is up and the image pulled."""
-        return now if node.ready_s <= now else node.ready_s + self.cfg.cold_start.image_pull_s
+        """When a replica placed on `node` at `now` starts its container: once the node is up and
+        its first pod's image pull is done (a later pod waits for the same pull)."""
+        return max(now, node.image_s)
 
     def place(self, now: float) -> Replica:
         """Start one replica (see the module's placement rule)."""
@@ -186,10 +185,12 @@ class Fleet:
                 # No node comes for it while a zone its pools still name is down: Pending, on a
                 # node that is never ready and never billed (not one of the fleet's nodes).
                 lost_zone = sorted(pinned or out)[0]
-                pending = Node(UNSCHEDULED, lost_zone, self.cfg.slots_per_node, now, math.inf)
+                pending = Node(UNSCHEDULED, lost_zone, self.cfg.slots_per_node, now, math.inf,
+                               image_s=math.inf)
                 self.unscheduled += 1
                 return self._add_replica(pending, now, math.inf, warm=False)
-            node = self._add_node(launchable[0], now, now + cold.node_ready_s)
+            node = self._add_node(launchable[0], now, now + cold.node_ready_s,
+                                  now + cold.node_ready_s + cold.image_pull_s)
             replica = self._add_replica(node, now, now + cold.full_s, warm=False)
         self.schedule(replica.ready_s, "ready", replica)
         return replica

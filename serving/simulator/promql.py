@@ -51,7 +51,7 @@ from serving.simulator.promql_eval import (
 # -- parsing ------------------------------------------------------------------------------------
 _TOKEN = re.compile(r"""\s*(?:
     (?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)(?![a-zA-Z_:\d.])
-  | (?P<dur>\d+(?:ms|s|m|h|d|w|y))
+  | (?P<dur>(?:\d+(?:ms|s|m|h|d|w|y))+)
   | (?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)
   | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<op>=~|!~|!=|==|<=|>=|[-+*/(){}\[\],=<>])
@@ -62,16 +62,17 @@ AGGREGATIONS = frozenset({"sum", "avg", "max", "min", "count"})
 
 # Prometheus's duration (common/model ParseDuration, which the operator's CRDs pattern too): units
 # largest first, each at most once, or a bare 0.
-_DURATION = re.compile(r"0|" + "".join(rf"(?:(\d+){u})?" for u in ("y", "w", "d", "h", "m", "s", "ms")))
+_DURATION_UNITS = ("y", "w", "d", "h", "m", "s", "ms")
+_DURATION = re.compile(r"0|" + "".join(rf"(?:(\d+){u})?" for u in _DURATION_UNITS))
 
 
 def duration_s(text: str) -> float:
     """A Prometheus duration (`30s`, `5m`, `1m30s`, `0`) in seconds."""
     m = _DURATION.fullmatch(text)
     if m is None or text == "":
-        raise PromQLError(f"PromQL: {text!r} is not a duration like 5m or 1m30s")
-    units = ("y", "w", "d", "h", "m", "s", "ms")
-    return sum((float(n) * _UNITS[u] for n, u in zip(m.groups(), units, strict=True) if n is not None), 0.0)
+        raise PromQLError(f"{text!r} is not a Prometheus duration like 5m or 1m30s")
+    return sum((float(n) * _UNITS[u] for n, u in zip(m.groups(), _DURATION_UNITS, strict=True)
+                if n is not None), 0.0)
 
 
 _COLON = re.compile(r"\s*:")

@@ -25,6 +25,9 @@ class Node:
     replicas: set[int] = field(default_factory=set)
     empty_since: float | None = None
     gone_s: float | None = None
+    # When the model server's image is on it: a joining node's first pod pulls it after the node
+    # is up (a later pod waits for that pull); a node the run starts with has it.
+    image_s: float = 0.0
 
 
 class Replica:
@@ -32,7 +35,7 @@ class Replica:
                  "ready_at_loss", "ready_s", "rid", "running_s", "state", "unreachable", "warm", "zone")
 
     def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
-                 warm: bool) -> None:
+                 warm: bool, running_s: float) -> None:
         self.rid = rid
         self.node = node
         self.zone = node.zone
@@ -40,9 +43,9 @@ class Replica:
         self.created_s = created_s
         self.placed_s = created_s  # when it got its GPU slot: later for a Pending one that binds
         self.ready_s = ready_s
-        # When its container starts (pod phase Running, loading its model): on a node that had
-        # joined, at once; on a joining one, once the node is up and the image pulled.
-        self.running_s = created_s
+        # When its container starts (pod phase Running, loading its model): once its node is up
+        # and the image pulled there (at once on a node that had both).
+        self.running_s = running_s
         self.gone_s: float | None = None  # when it stopped serving: scaled in, or lost with its zone
         # When its deletion was asked for (scale-in or eviction): its pod then has a deletion
         # timestamp, and the object stays while it drains, or for good on an unreachable node.
@@ -92,18 +95,18 @@ def deletion_rank(replica: Replica, now: float, colocated: int, cost: int,
     Pending, then Running pods; not ready before ready; the lower pod-deletion-cost (`cost`);
     more active pods of the model on its node (`colocated`, the rank) first; the shorter time
     ready, for pods not ready the newer creation, in log2 buckets; then the UID. A lost pod
-    counts as ready until the API marks it NotReady, `not_ready_s` after its zone went."""
-    if replica.state == LOST and replica.gone_s is not None and now >= replica.gone_s + not_ready_s:
-        # NotReady, bound and Running: tied with a bound pod loading its model.
-        return (0, 2, cost, -colocated, log2_age(now - replica.created_s), pseudo_uid(replica.rid))
-    if replica.state == STARTING:
-        # Pods waiting for their node are unassigned (the empty node name, so one rank);
-        # a bound one is Pending while its image pulls, then Running.
-        unbound = replica.node.ready_s > now
-        phase = 0 if unbound else 1 if now < replica.running_s else 2
-        return (0, phase, cost, 0 if unbound else -colocated,
-                log2_age(now - replica.created_s), pseudo_uid(replica.rid))
-    return (1, cost, -colocated, log2_age(now - replica.ready_s), pseudo_uid(replica.rid))
+    reads as it was when its zone went (no kubelet moves its phase on), Ready until the API marks
+    it NotReady, `not_ready_s` after the loss."""
+    lost = replica.state == LOST and replica.gone_s is not None
+    if replica.state == READY or (lost and replica.ready_at_loss and now < replica.gone_s + not_ready_s):
+        return (1, cost, -colocated, log2_age(now - replica.ready_s), pseudo_uid(replica.rid))
+    at = replica.gone_s if lost else now
+    # Pods waiting for their node are unassigned (the empty node name, so one rank and no node
+    # rank); a bound one is Pending while its image pulls, then Running.
+    unbound = replica.node.ready_s > at
+    phase = 0 if unbound else 1 if at < replica.running_s else 2
+    return (0, phase, cost, 0 if unbound else -colocated, log2_age(now - replica.created_s),
+            pseudo_uid(replica.rid))
 
 
 __all__ = ["DRAINING", "GONE", "LOST", "READY", "STARTING", "UNSCHEDULED", "Node", "Replica", "deletion_rank",
