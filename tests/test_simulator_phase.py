@@ -52,6 +52,22 @@ def test_a_pod_placed_on_a_node_still_pulling_waits_for_that_pull() -> None:
     assert _gone({"P": p, "Q": q}) == ["Q"]
 
 
+def test_a_pod_on_a_node_still_pulling_is_ready_after_the_pull_and_the_rest_of_a_cold_start() -> None:
+    """With a 60 s warm start, Q on P's node at 450 s (the node up at 401 s, its image at 501 s)
+    is ready with P at 701 s: the image, then the weights from the bucket and the engine (the
+    full budget's 200 s after the pull), not at 510 s as on a node that had its image."""
+    cold = ColdStartSpec(full_s=700.0, warm_s=60.0, node_ready_s=400.0, image_pull_s=100.0)
+    fleet = Fleet(FleetConfig(zones=("a",), initial_replicas=2, slots_per_node=2, cold_start=cold),
+                  EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+    p = fleet.place(1.0)
+    q = fleet.place(450.0)
+    assert q.node is p.node and p.ready_s == q.ready_s == 701.0
+    late = fleet.place(600.0)  # a third pod: a new node (two slots a node), the full budget
+    assert late.node is not p.node and late.ready_s == 1300.0
+    early = fleet.place(610.0)  # the initial node has no slot; the new node's second slot
+    assert early.node is late.node and early.ready_s == 1300.0
+
+
 def test_a_pod_lost_before_it_was_ready_goes_before_the_ready_ones() -> None:
     """Zones a and b hold two ready pods on one node each. S gets a new node of its own in zone a
     and runs from 500 s, loading its model; zone a is lost at 600 s. Until the API marks a's pods

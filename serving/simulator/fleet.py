@@ -158,11 +158,12 @@ class Fleet:
 
     def _ready_on(self, node: Node, now: float) -> float:
         """When a replica placed on `node`'s free slot at `now` is ready: a warm start, or on a
-        node still joining, when it is up plus the part of the full budget after node readiness."""
+        node still joining or pulling the image, once the image is there plus the rest of the
+        full budget (the weights from the bucket, the engine)."""
         cold = self.cfg.cold_start
-        if node.ready_s <= now:
+        if node.image_s <= now:
             return now + cold.warm_s
-        return max(now + cold.warm_s, node.ready_s + cold.full_s - cold.node_ready_s)
+        return max(now + cold.warm_s, node.image_s + cold.full_s - cold.node_ready_s - cold.image_pull_s)
 
     def _running_on(self, node: Node, now: float) -> float:
         """When a replica placed on `node` at `now` starts its container: once the node is up and
