@@ -3,9 +3,10 @@
 Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node autoscaler):
 - New replicas go to a zone with the fewest replicas among the zones still up (a topology spread
   with maxSkew 1). In such a zone a node with a free slot is taken first: the replica is ready after
-  `cold_start.warm_s` (on a node still joining: when that node is up, plus the part of the full
-  budget after node readiness). Without a free slot a new node is added in that zone and the
-  replica is ready after `cold_start.full_s`.
+  `cold_start.warm_s` (on a node still joining or pulling the model server's image: once the
+  image is there, plus the rest of the full budget). Without a free slot a new node is added in
+  that zone and the replica is ready after `cold_start.full_s`. A replica's pod is Pending until
+  its node is up and the image pulled, then Running, loading its model, until it is ready.
 - Scale-in follows the ReplicaSet controller's ranking (kubernetes pkg/controller/controller_utils.go
   `ActivePodsWithRanks.Less`, ranks from replicaset `getPodsRankedByRelatedPodsOnSameNode`):
   replicas still starting first (those waiting for their node, one rank, then those pulling the
