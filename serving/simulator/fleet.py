@@ -111,7 +111,7 @@ class Fleet:
     def _add_replica(self, node: Node, now: float, ready_s: float, warm: bool) -> Replica:
         rid = len(self.replicas)
         engine = Engine(self.engine_cfg, ReplicaMetrics(), log_steps=self.log_steps)
-        replica = Replica(rid, node, engine, now, ready_s, warm, self._running_on(node, now))
+        replica = Replica(rid, node, engine, now, ready_s, warm)
         node.replicas.add(rid)
         node.empty_since = None
         self.replicas.append(replica)
@@ -166,11 +166,6 @@ class Fleet:
             return now + cold.warm_s
         return max(now + cold.warm_s, node.image_s + cold.full_s - cold.node_ready_s - cold.image_pull_s)
 
-    def _running_on(self, node: Node, now: float) -> float:
-        """When a replica placed on `node` at `now` starts its container: once the node is up and
-        its first pod's image pull is done (a later pod waits for the same pull)."""
-        return max(now, node.image_s)
-
     def place(self, now: float) -> Replica:
         """Start one replica (see the module's placement rule)."""
         zones = self._fewest_zones()
@@ -216,7 +211,6 @@ class Fleet:
             node.empty_since = None
             replica.placed_s = now
             replica.ready_s = self._ready_on(node, now)
-            replica.running_s = self._running_on(node, now)
             replica.warm = True
             self.schedule(replica.ready_s, "ready", replica)
             bound += 1

@@ -32,10 +32,10 @@ class Node:
 
 class Replica:
     __slots__ = ("created_s", "deleted_s", "engine", "gone_s", "last_load", "node", "placed_s",
-                 "ready_at_loss", "ready_s", "rid", "running_s", "state", "unreachable", "warm", "zone")
+                 "ready_at_loss", "ready_s", "rid", "state", "unreachable", "warm", "zone")
 
     def __init__(self, rid: int, node: Node, engine: Engine, created_s: float, ready_s: float,
-                 warm: bool, running_s: float) -> None:
+                 warm: bool) -> None:
         self.rid = rid
         self.node = node
         self.zone = node.zone
@@ -43,9 +43,6 @@ class Replica:
         self.created_s = created_s
         self.placed_s = created_s  # when it got its GPU slot: later for a Pending one that binds
         self.ready_s = ready_s
-        # When its container starts (pod phase Running, loading its model): once its node is up
-        # and the image pulled there (at once on a node that had both).
-        self.running_s = running_s
         self.gone_s: float | None = None  # when it stopped serving: scaled in, or lost with its zone
         # When its deletion was asked for (scale-in or eviction): its pod then has a deletion
         # timestamp, and the object stays while it drains, or for good on an unreachable node.
@@ -65,6 +62,12 @@ class Replica:
         """Whether its node had joined by `now` (the unscheduled node never joins): only then
         does the pod have an address and a kubelet to set its conditions."""
         return self.node.ready_s <= now
+
+    @property
+    def running_s(self) -> float:
+        """When its container starts (pod phase Running, loading its model): once it has its slot
+        and the node has the image (a later pod on a node still pulling waits for that pull)."""
+        return max(self.placed_s, self.node.image_s)
 
     @property
     def load(self) -> int:
