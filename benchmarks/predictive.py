@@ -23,9 +23,10 @@ burst headroom). Each run is judged on the checklist as the autoscaling benchmar
 the SLO over the run, the tail at the busiest minute, a zone lost as it begins and every 300 s
 while a whole cold start is left (`autoscaling.passes_checklist`). Runs whose plan cannot scale
 (min = max) are skipped: every variant is the same fleet.
-`--scale-down 300,120` runs each variant at each HPA scale-down stabilisation window too (the
-plan's is `serving.autoscaling.SCALE_DOWN_STABILIZATION_S`; a variant at another window is named
-`<variant>@<W>s`): a shorter window gives replicas back sooner after a busy minute.
+`--scale-down plan,300,120` runs each variant at each HPA scale-down stabilisation window too
+(`plan`: the model's own, its warm start, `serving.autoscaling.scale_down_window_s`; a variant at
+another window is named `<variant>@<W>s`): a shorter window gives replicas back sooner after a
+busy minute, 300 s is the HPA's default.
 Prints one row per run and, per model and trace, the cheapest variant that passes all four;
 writes benchmarks/results/predictive.json. One hour per trace and one draw of the rate scaling per
 run (`--seed` picks another): differences of a few per cent are within what another draw moves.
@@ -55,7 +56,6 @@ import autoscaling as bench  # noqa: E402
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import (  # noqa: E402
     POLLING_INTERVAL_S,
-    SCALE_DOWN_STABILIZATION_S,
     ZONE_TARGET_LABEL,
     completion_rate,
     fullest_zone,
@@ -144,7 +144,16 @@ def variant_deployment(dep: Deployment, variant: str) -> Deployment:
     return replace(dep, pod_monitor=with_node_zone(dep.monitor)) if variant.startswith("drift-") else dep
 
 
-def with_scale_down(dep: Deployment, window_s: int) -> Deployment:
+def plan_window_s(dep: Deployment) -> int:
+    """The scale-down stabilisation window the plan emitted for `dep`'s model."""
+    return int(dep.scaled_object["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
+        "stabilizationWindowSeconds"])
+
+
+def with_scale_down(dep: Deployment, window_s: int | None) -> Deployment:
+    """`dep` with the HPA's scale-down window at `window_s` (None: the plan's own)."""
+    if window_s is None:
+        return dep
     scaled = copy.deepcopy(dep.scaled_object)
     scaled["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
         "stabilizationWindowSeconds"] = window_s
@@ -152,15 +161,19 @@ def with_scale_down(dep: Deployment, window_s: int) -> Deployment:
 
 
 def run(dep: Deployment, trace: Trace, variant: str, pool: Executor | None,
-        scale_down_s: int = SCALE_DOWN_STABILIZATION_S) -> dict[str, Any]:
+        scale_down_s: int | None = None) -> dict[str, Any]:
+    """One replay of `variant` at scale-down window `scale_down_s` (None: the plan's), judged."""
+    planned = plan_window_s(dep)
+    at_plan = scale_down_s is None or scale_down_s == planned
     dep = with_scale_down(variant_deployment(dep, variant), scale_down_s)
     got = bench.run(dep, trace, "plan")
     at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
     sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
     passes = bench.passes_checklist({**got, "zone_loss": at_peak, "zone_loss_any_moment": sweep})
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
-    name = variant if scale_down_s == SCALE_DOWN_STABILIZATION_S else f"{variant}@{scale_down_s}s"
-    return {"model": dep.plan.model, "variant": name, "scale_down_s": scale_down_s, "query": query,
+    name = variant if at_plan else f"{variant}@{scale_down_s}s"
+    return {"model": dep.plan.model, "variant": name, "scale_down_s": plan_window_s(dep),
+            "plan_window": at_plan, "query": query,
             "gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
             "replicas": got["replicas"], "attainment": got["attainment"], "meets_slo": got["meets_slo"],
             "tail_at_peak": got["tail_at_peak"]["status"],  # type: ignore[index]
@@ -178,7 +191,7 @@ def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # Within SAME_FLEET of stated is the same fleet a pod's seconds apart, not a saving; and only
     # at the plan's window, or a shorter window's saving would be credited to the prediction.
     cheaper = [r["variant"] for r in passing if r["variant"].startswith("predict-")
-               and r["scale_down_s"] == SCALE_DOWN_STABILIZATION_S
+               and r["plan_window"]
                and r["gpu_hours"] < stated["gpu_hours"] * (1 - bench.SAME_FLEET)]
     return {"model": rows[0]["model"], "trace": rows[0]["trace"], "stated_gpu_hours": stated["gpu_hours"],
             "stated_passes": stated["passes_checklist"],
@@ -196,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, stated first")
     ap.add_argument("--seed", type=int, default=0,
                     help="the rate scaling's draw (which requests a thinned or replicated bin keeps)")
-    ap.add_argument("--scale-down", default=str(SCALE_DOWN_STABILIZATION_S),
-                    help="comma-separated scale-down stabilisation windows (s) to run each variant at")
+    ap.add_argument("--scale-down", default="plan",
+                    help="comma-separated scale-down stabilisation windows to run each variant at: "
+                         "seconds, or plan (the model's own, its warm start)")
     ap.add_argument("--out", type=Path, default=None,
                     help=f"default {OUT.name}; predictive_seed<N>.json for another draw, "
                          "scale_down_seed<N>.json with other windows")
@@ -205,11 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     variants = tuple(v for v in args.variants.split(",") if v)
     if not variants or variants[0] != "stated" or not set(variants) <= {*VARIANTS, DRIFT}:
         ap.error(f"--variants: stated first, then any of {', '.join((*VARIANTS[1:], DRIFT))}")
-    windows = [int(w) for w in args.scale_down.split(",") if w]
-    if SCALE_DOWN_STABILIZATION_S not in windows:
-        ap.error(f"--scale-down: include the plan's {SCALE_DOWN_STABILIZATION_S} (rows are judged on it)")
+    tokens = [w for w in args.scale_down.split(",") if w]
+    if "plan" not in tokens or not all(w == "plan" or w.isdigit() for w in tokens):
+        ap.error(f"--scale-down {args.scale_down!r}: comma-separated whole seconds and plan, "
+                 "which must be there (rows are judged on it)")
+    windows: list[int | None] = [None if w == "plan" else int(w) for w in tokens]
     if args.out is None:  # another draw or a window run must not overwrite the first draw's results
-        stem = "predictive" if windows == [SCALE_DOWN_STABILIZATION_S] else "scale_down"
+        stem = "predictive" if windows == [None] else "scale_down"
         args.out = OUT if stem == "predictive" and args.seed == 0 else \
             OUT.with_name(f"{stem}_seed{args.seed}.json")
     config = load(args.stack)
@@ -243,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.extend(these)
                 verdicts.append(verdict(these))
     doc = {"stack": args.stack, "window_s": args.window, "seed": args.seed, "variants": variants,
-           "scale_down_s": windows,
+           "scale_down_s": tokens,
            "rows": rows, "verdicts": verdicts, "seconds": round(time.monotonic() - started)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

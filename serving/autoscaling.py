@@ -58,7 +58,7 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   PodMonitor's timeout is 10 s) instead of the eviction. It cannot pass max,
   so a fleet at max gains nothing. The HPA holds the raised count for its scale-down window, so
   once the eviction frees the lost pods the ReplicaSet starts as many again, and they go after
-  about 300 s: -1.2 to +4.0 % slice GPU-hours in a run that loses a zone over the cases of
+  about a warm start: -1.2 to +4.0 % slice GPU-hours in a run that loses a zone over the cases of
   benchmarks/lost_pods.py (on EKS the extra replicas only take free slots), the price of
   replacements a minute sooner. A zone
   lost at 600 s of the code trace had cost the VL model 2.21 % of the window's requests (budget
@@ -102,14 +102,28 @@ FALLBACK_FAILURES = 3  # failed metric reads before KEDA holds the fallback repl
 FALLBACK_BEHAVIOR = "currentReplicas"  # what the fallback holds: the replicas running (see below)
 HPA_PERIOD_S = 15  # HPA sync period
 HPA_MIN_STEP_PODS = 4  # the HPA default scale-up step, kept as a floor
-# The HPA default. Not one cold start (as it was): the target's headroom already holds a cold
-# start's growth, and over the Azure traces at prod's peaks a 300 s window passes every checklist
-# item the cold-start window passed, on 0.66-0.76x static GPU-hours instead of 0.76-0.90x (as
-# measured when the window was chosen, before the zone branch's ceiling and code traffic). 120 s
-# and 90 s save 7.7-13.3 % more with the zone branch's fit, but the 70B then fails a moment of its
-# zone-loss sweep at both on each of two draws (2.74-3.46 % against 1.49 %:
-# benchmarks/results/scale_down_seed{0,1}.json).
-SCALE_DOWN_STABILIZATION_S = 300
+
+
+def scale_down_window_s(warm_start_s: float) -> int:
+    """A model's HPA scale-down stabilisation window: its warm start (the weights from the node's
+    NVMe cache and the engine start, `ColdStart.warm_node_s`), in whole seconds up.
+
+    The HPA gives a replica back once every recommendation of the window has wanted fewer, so a
+    replica goes after it has been surplus for the window. Wanted again, it comes back on a warm
+    node (scale-in takes the fullest node's pods first, and Karpenter keeps an emptied node for a
+    cold start: serving/karpenter.py `consolidate_after_s`), holding its slice for a warm start
+    before it serves. Kept surplus for a warm start, it has cost what getting it back costs: the
+    break-even of renting against buying, which on any lull spends at most twice the slice-seconds
+    a policy that knew the lull's length would (ski rental). So the window is per model: 204 s for
+    the 8B, 327 s for the 70B, whose weights take longer to read.
+
+    Measured against the HPA's default 300 s (benchmarks/results/scale_down_seed{0,1}.json):
+    every checklist item still passes on both draws of both traces, the 8B's conversation run
+    spends 4.4-4.7 % fewer slice GPU-hours and the 70B's 0.5-0.6 % more. Fixed shorter windows
+    (120 s, 90 s) save 7.7-13.3 % on the smaller models, but the 70B then fails a moment of its
+    zone-loss sweep on both draws (2.74-3.46 % against 1.49 %), and its warm start says why: a
+    70B replica given back after 120 s surplus has not paid for its 327 s return."""
+    return math.ceil(warm_start_s - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -260,9 +274,9 @@ def in_flight_at(capacity: ReplicaCapacity, prof: Profile, input_tokens: int, ou
     return max(1.0, round(at, 1))
 
 
-def behavior(replicas: RegionReplicas) -> dict[str, object]:
+def behavior(replicas: RegionReplicas, warm_start_s: float) -> dict[str, object]:
     """HPA v2 behavior: scale up at once and in steps of the whole lag headroom; scale down on the
-    highest recommendation of the last SCALE_DOWN_STABILIZATION_S, at most one pod a sync period
+    highest recommendation of the last warm start (`scale_down_window_s`), at most one pod a sync period
     (the HPA counts a scale event inside the last `periodSeconds`, so a sync that comes a little
     early still sees the last one and waits: between one pod per 15 s and one per 30 s).
 
@@ -285,7 +299,7 @@ def behavior(replicas: RegionReplicas) -> dict[str, object]:
             ],
         },
         "scaleDown": {
-            "stabilizationWindowSeconds": SCALE_DOWN_STABILIZATION_S,
+            "stabilizationWindowSeconds": scale_down_window_s(warm_start_s),
             "selectPolicy": "Min",
             "policies": [{"type": "Pods", "value": 1, "periodSeconds": HPA_PERIOD_S}],
         },
@@ -303,11 +317,14 @@ def autoscaling(
     output_tokens: int,
     ceiling_qps: float,
     cold_start_s: float,
+    *,
+    warm_start_s: float,
 ) -> Autoscaling:
     """Autoscaling of one model in one region. `served_name` is vLLM's --served-model-name,
     which its metrics carry as the `model_name` label; `ceiling_qps` the most load the zone
     branch holds survivors for (the stated peak and the tier's burst headroom above it);
-    `cold_start_s` how far ahead the zone branch predicts the load (a replacement's cold start)."""
+    `cold_start_s` how far ahead the zone branch predicts the load (a replacement's cold start);
+    `warm_start_s` how long a replica given back takes to return (the scale-down window)."""
     threshold = in_flight_target(capacity, prof, input_tokens, output_tokens, replicas.headroom)
     selector = f'{{namespace="{namespace}",model_name="{served_name}"}}'
     query, zone_note, survivor_qps = in_flight_sum(selector), "", None
@@ -356,12 +373,13 @@ def autoscaling(
         max_replicas=replicas.max_replicas,
         # Used only by a `static` fallback; the emitted one holds the current replicas.
         fallback_replicas=replicas.max_replicas,
-        behavior=behavior(replicas),
+        behavior=behavior(replicas, warm_start_s),
         rationale=(f"target {threshold:g} requests in flight a replica: "
                    f"{capacity.qps:.2f} req/s a replica within the tier ({capacity.source}), "
                    f"less {replicas.headroom:.0%} headroom for growth during a cold start{zone_note}; "
                    f"and one more for each pod whose scrapes time out and that is not being deleted, "
-                   f"which the ReplicaSet counts until it is evicted "
+                   f"which the ReplicaSet counts until it is evicted; a replica given back once "
+                   f"surplus for its {scale_down_window_s(warm_start_s)} s warm start "
                    f"(baseline: 5 waiting, vLLM production-stack)"),
         survivor_qps=survivor_qps, zones=replicas.zones, headroom=replicas.headroom,
         ceiling_qps=ceiling_qps if survivor_qps is not None else None, selector=selector, lost=lost,
@@ -372,4 +390,4 @@ def autoscaling(
 __all__ = ["DELETION_MEMORY", "FALLBACK_BEHAVIOR", "LOST_SCRAPE_S", "POLLING_INTERVAL_S", "RUNNING",
            "SCRAPE_TIMEOUT_S", "SUCCESS", "WAITING", "ZONE_TARGET_LABEL", "Autoscaling", "autoscaling",
            "behavior", "completion_rate", "fullest_zone", "in_flight_at", "in_flight_sum",
-           "in_flight_target", "lost_pods", "with_lost_pods"]
+           "in_flight_target", "lost_pods", "scale_down_window_s", "with_lost_pods"]

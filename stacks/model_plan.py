@@ -111,7 +111,8 @@ def model_region_plan(spec: StackSpec, model: ModelSpec, region: RegionSpec, tie
     scaling = autoscaling(model.name, model.name, MODELS_NAMESPACE, placed.capacity,
                           profile(card, placed.slice, placed.quantization), reps,
                           model.tokens.input_tokens, model.tokens.output_tokens,
-                          model.peak_qps * (1 + tier.burst_headroom), placed.cold_start.total_s)
+                          model.peak_qps * (1 + tier.burst_headroom), placed.cold_start.total_s,
+                          warm_start_s=placed.cold_start.warm_node_s)
     return ModelRegionPlan(
         model=model.name, catalog=card.id, region=region.region, cloud=str(cloud),
         tier=tier.tier, tier_spec=tier, peak_qps=model.peak_qps, pool=placed.pool,

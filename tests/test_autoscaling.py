@@ -24,13 +24,16 @@ CRD = SHARED / "crds" / "keda" / "keda.sh_scaledobjects.yaml"
 LLAMA_8B = CATALOG["llama-3.1-8b-instruct"]
 PROF = profile(LLAMA_8B, SliceKind(GpuModel.H100_80GB), Quantization.FP8)
 COLD_S = 752.0  # how far ahead the zone branch predicts (a cold start)
+WARM_S = 203.5  # how long a replica given back takes to return (a warm start)
 
 
 def _scaling(tier: Tier, peak: float = 30.0, cold_s: float = 900.0, zones: int = 3):
     spec = TIERS[tier]
     cap = replica_capacity(LLAMA_8B, PROF, spec, 1155, 211)
     reps = region_replicas(peak, cap.qps, zones, spec, cold_s)
-    return autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak, COLD_S), cap, reps
+    scaling = autoscaling("chat", "chat", "models", cap, PROF, reps, 1155, 211, peak, COLD_S,
+                          warm_start_s=WARM_S)
+    return scaling, cap, reps
 
 
 def test_trigger_is_the_models_requests_in_flight() -> None:
@@ -63,7 +66,7 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
     _, cap, reps = _scaling(Tier.STANDARD)
     measured = replace(cap, qps=2.0, in_flight_curve=((1.0, 10.0), (2.0, 40.0)))
     zoned = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=3),
-                        1155, 211, 8.0, COLD_S)
+                        1155, 211, 8.0, COLD_S, warm_start_s=WARM_S)
     assert zoned.threshold == 28.0 and zoned.min_replicas == 3  # the floor: one a zone
 
     def survivors(r: int) -> int:
@@ -99,7 +102,7 @@ def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:
     assert math.ceil(value / zoned.threshold - 1e-9) == 6 == zoned.zone_replicas(4.85)
     # One zone: nothing to survive, the plain sum.
     single = autoscaling("chat", "chat", "models", measured, PROF, replace(reps, headroom=0.25, zones=1),
-                         1155, 211, 8.0, COLD_S)
+                         1155, 211, 8.0, COLD_S, warm_start_s=WARM_S)
     assert "clamp_max" not in single.query and "request_success_total" not in single.query
     assert single.zone_replicas(12.0) is None
 
@@ -201,9 +204,10 @@ def test_bounds_fallback_and_behavior_follow_the_replicas_and_cold_start() -> No
     up, down = scaling.behavior["scaleUp"], scaling.behavior["scaleDown"]
     assert up["stabilizationWindowSeconds"] == 0
     assert max(p["value"] for p in up["policies"] if p["type"] == "Pods") >= 4  # HPA default floor
-    # The HPA's default window (FACTS.md section 7), whatever the cold start: the target's
-    # headroom holds the growth of a 1200 s cold start already.
-    assert down["stabilizationWindowSeconds"] == 300
+    # The warm start in whole seconds up, whatever the cold start: the target's headroom holds
+    # the growth of a 1200 s cold start already, and a replica given back after 204 s surplus has
+    # cost what its 203.5 s return does.
+    assert down["stabilizationWindowSeconds"] == 204
     # One pod a 15 s sync: the ReplicaSet re-ranks before each deletion (see
     # test_fleet_scale_in_follows_the_replicaset_ranking).
     assert down["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 15}]
@@ -211,7 +215,7 @@ def test_bounds_fallback_and_behavior_follow_the_replicas_and_cold_start() -> No
 
 def test_the_emitted_scale_down_removes_one_pod_a_sync() -> None:
     # The HPA's own bookkeeping (serving.simulator.hpa, after upstream getReplicasChangePerPeriod):
-    # past the 300 s window, a fall from max to min goes one pod a 15 s sync, never two at once.
+    # past the 204 s window, a fall from max to min goes one pod a 15 s sync, never two at once.
     from serving.simulator.hpa import Behavior, Hpa
 
     scaling, _, reps = _scaling(Tier.STANDARD, peak=80, cold_s=1200)
@@ -224,7 +228,7 @@ def test_the_emitted_scale_down_removes_one_pod_a_sync() -> None:
     assert reps.max_replicas - reps.min_replicas >= 2 and spec == reps.min_replicas
     assert set(steps) == {0, 1}
     first = steps.index(1)
-    assert 15.0 * first >= 300  # the stabilisation window holds the first step back
+    assert 15.0 * first == 210  # the window holds the first step back to the first sync past 204 s
     fall = reps.max_replicas - reps.min_replicas
     assert steps[first:first + fall] == [1] * fall
 
@@ -284,7 +288,7 @@ def test_a_fleet_prometheus_no_longer_sees_holds_its_replicas() -> None:
     the emitted trigger every read fails, and once the count passes failureThreshold 3 (two reads
     a sync since KEDA 2.19: at the 2nd sync, 15 s) the fallback hands the HPA the Deployment's 20
     replicas, so the fleet holds: no scale-in to the floor, no scale-out to max. Under KEDA's
-    default the same fleet is scaled in towards its floor once the 300 s window lets go; with a
+    default the same fleet is scaled in towards its floor once the 204 s window lets go; with a
     `static` fallback it would go to max (36) at 15 s."""
     from serving.simulator import KedaAutoscaler, poisson, simulate
     from tests.test_benchmarks import _deployment
@@ -316,7 +320,7 @@ def test_a_fleet_prometheus_no_longer_sees_holds_its_replicas() -> None:
     auto, events = run("true", "currentReplicas")
     assert all(metric == 0.0 for _, metric, _ in auto.history)
     assert events and all(after < before for _, before, after in events)  # only ever down
-    assert events[0][0] >= 300.0 and events[-1][2] < 20
+    assert events[0][0] == 210.0 and events[-1][2] < 20  # the first sync past the 204 s window
 
 
 def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> None:
@@ -329,7 +333,8 @@ def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> 
 
     def notes(low: int, high: int, zones: int = 3) -> tuple[str, ...]:
         stated = replace(reps, min_replicas=low, max_replicas=high, zones=zones)
-        return autoscaling("chat", "chat", "models", cap, PROF, stated, 1155, 211, 30.0, COLD_S).notes
+        return autoscaling("chat", "chat", "models", cap, PROF, stated, 1155, 211, 30.0, COLD_S,
+                           warm_start_s=WARM_S).notes
 
     (note,) = notes(3, 3)
     assert "model chat: max 3" in note and "a max of 4 or more" in note
@@ -337,4 +342,20 @@ def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> 
     assert "a max of 10 or more" in note
     assert notes(3, 4) == () and notes(7, 10) == () and notes(2, 2, zones=1) == ()
     _, _, planned = _scaling(Tier.STANDARD)
-    assert autoscaling("chat", "chat", "models", cap, PROF, planned, 1155, 211, 30.0, COLD_S).notes == ()
+    assert autoscaling("chat", "chat", "models", cap, PROF, planned, 1155, 211, 30.0, COLD_S,
+                       warm_start_s=WARM_S).notes == ()
+
+
+def test_each_prod_model_gives_a_replica_back_after_its_warm_start() -> None:
+    """The emitted scale-down window of every prod model in every region is the time a replica
+    takes to come back on a warm node, by hand from FACTS.md's figures: its weights from the
+    NVMe cache at the GP3 rate (Llama-3-8B's 15 GB in 14 s) plus the 195 s engine warm-up, whole
+    seconds up. So the 70B (141.1 GB) waits longer before it gives a replica back than the 8B."""
+    from tests.conftest import plan_of
+
+    windows = {}
+    for mp in plan_of("prod").models:
+        down = mp.autoscaling.behavior["scaleDown"]["stabilizationWindowSeconds"]
+        assert down == math.ceil(mp.weights_gb * 14 / 15 + 195), (mp.model, mp.region)
+        windows[mp.model] = down
+    assert windows["llama-70b"] == 327 and windows["llama-70b"] > windows["llama-8b"] > windows["llama-3b"]

@@ -196,17 +196,19 @@ def test_a_scale_down_variant_changes_only_the_window_the_hpa_reads() -> None:
     """`--scale-down 90`: the simulated HPA of that run holds scale-in recommendations for 90 s
     (its behavior read from the ScaledObject as KEDA hands it over); the query, the rest of the
     behavior and the plan's own object are unchanged."""
-    from serving.autoscaling import SCALE_DOWN_STABILIZATION_S
     from serving.simulator.hpa import Behavior
 
     bench = _load("predictive")
-    _, dep = _deployment("prod", "llama-8b")
+    mp, dep = _deployment("prod", "llama-8b")
     shorter = bench.with_scale_down(dep, 90)
 
     def behavior(d) -> dict:
         return d.scaled_object["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
 
     assert Behavior.from_spec(behavior(shorter)).scale_down.stabilization_s == 90.0
-    assert Behavior.from_spec(behavior(dep)).scale_down.stabilization_s == SCALE_DOWN_STABILIZATION_S
+    # The plan's own window is the model's warm start in whole seconds up, and None keeps it.
+    planned = Behavior.from_spec(behavior(dep)).scale_down.stabilization_s
+    assert planned == math.ceil(mp.cold_start.warm_node_s) == bench.plan_window_s(dep)
+    assert bench.with_scale_down(dep, None) is dep
     assert {**behavior(shorter), "scaleDown": None} == {**behavior(dep), "scaleDown": None}
     assert shorter.scaled_object["triggers"] == dep.scaled_object["triggers"]
