@@ -117,9 +117,11 @@ def scale_down_window_s(warm_start_s: float) -> int:
     a policy that knew the lull's length would (ski rental). So the window is per model: 204 s for
     the 8B, 327 s for the 70B, whose weights take longer to read.
 
-    Measured against the HPA's default 300 s (benchmarks/results/scale_down_seed{0,1}.json):
-    every checklist item still passes on both draws of both traces, the 8B's conversation run
-    spends 4.4-4.7 % fewer slice GPU-hours and the 70B's 0.5-0.6 % more. Fixed shorter windows
+    Measured against the HPA's default 300 s (benchmarks/results/autoscaling*.json, three draws
+    of the conversation trace and two of the code trace; scale_down_seed{0,1}.json): every
+    checklist item still passes on every run; slice GPU-hours fall 4.2-4.8 % on the 8B's
+    conversation runs, 3.0-7.2 % on the VL model's, 5.7-7.1 % on the 3B's, and rise 0.5-0.6 % on
+    the 70B's (0.8-2.0 % on its code runs). Fixed shorter windows
     (120 s, 90 s) save 7.7-13.3 % on the smaller models, but the 70B then fails a moment of its
     zone-loss sweep on both draws (2.74-3.46 % against 1.49 %), and its warm start says why: a
     70B replica given back after 120 s surplus has not paid for its 327 s return."""

@@ -120,7 +120,7 @@ def scale_up_windows(result: SimResult, cold_full_s: float) -> list[tuple[float,
 
 def autoscale_window_s(trace: Trace, headroom_qps: float) -> float:
     """Shortest time in which the trace's five-minute rate grows by more than `headroom_qps`
-    (inf when it never does), on a 5 s grid. Five minutes (the HPA's scale-down window) smooth
+    (inf when it never does), on a 5 s grid. Five minutes (the HPA's default scale-down window) smooth
     the Poisson noise of a low rate, which a one-minute rate would read as growth."""
     t = trace.arrival_s
     if len(t) < 2:
