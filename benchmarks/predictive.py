@@ -24,7 +24,7 @@ the SLO over the run, the tail at the busiest minute, a zone lost as it begins a
 while a whole cold start is left (`autoscaling.passes_checklist`). Runs whose plan cannot scale
 (min = max) are skipped: every variant is the same fleet.
 `--scale-down plan,300,120` runs each variant at each HPA scale-down stabilisation window too
-(`plan`: the model's own, its warm start, `serving.autoscaling.scale_down_window_s`; a variant at
+(`plan`: the model's own, its warm start, `serving.scale_down.scale_down_window_s`; a variant at
 another window is named `<variant>@<W>s`): a shorter window gives replicas back sooner after a
 busy minute, 300 s is the HPA's default.
 Prints one row per run and, per model and trace, the cheapest variant that passes all four;
@@ -172,7 +172,8 @@ def run(dep: Deployment, trace: Trace, variant: str, pool: Executor | None,
     passes = bench.passes_checklist({**got, "zone_loss": at_peak, "zone_loss_any_moment": sweep})
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
     name = variant if at_plan else f"{variant}@{scale_down_s}s"
-    return {"model": dep.plan.model, "variant": name, "scale_down_s": plan_window_s(dep),
+    return {"model": dep.plan.model, "variant": name,
+            "scale_down_s": planned if scale_down_s is None else scale_down_s,
             "plan_window": at_plan, "query": query,
             "gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
             "replicas": got["replicas"], "attainment": got["attainment"], "meets_slo": got["meets_slo"],
@@ -200,6 +201,23 @@ def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "predictive_cheaper_and_passing": cheaper}
 
 
+def parse_windows(text: str) -> list[int | None]:
+    """`--scale-down`'s windows, each once: whole seconds, or None for `plan` (the model's own),
+    which must be among them (rows are judged on it)."""
+    tokens = [w for w in text.split(",") if w]
+    if "plan" not in tokens or not all(w == "plan" or w.isdigit() for w in tokens):
+        raise ValueError(f"--scale-down {text!r}: comma-separated whole seconds and plan, which must "
+                         "be there (rows are judged on it)")
+    return list(dict.fromkeys(None if w == "plan" else int(w) for w in tokens))
+
+
+def out_path(windows: list[int | None], seed: int) -> Path:
+    """Where a run writes by default: another draw or a window study must not overwrite the first
+    draw's results."""
+    stem = "predictive" if windows == [None] else "scale_down"
+    return OUT if stem == "predictive" and seed == 0 else OUT.with_name(f"{stem}_seed{seed}.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default="prod")
@@ -219,15 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     variants = tuple(v for v in args.variants.split(",") if v)
     if not variants or variants[0] != "stated" or not set(variants) <= {*VARIANTS, DRIFT}:
         ap.error(f"--variants: stated first, then any of {', '.join((*VARIANTS[1:], DRIFT))}")
-    tokens = [w for w in args.scale_down.split(",") if w]
-    if "plan" not in tokens or not all(w == "plan" or w.isdigit() for w in tokens):
-        ap.error(f"--scale-down {args.scale_down!r}: comma-separated whole seconds and plan, "
-                 "which must be there (rows are judged on it)")
-    windows: list[int | None] = [None if w == "plan" else int(w) for w in tokens]
-    if args.out is None:  # another draw or a window run must not overwrite the first draw's results
-        stem = "predictive" if windows == [None] else "scale_down"
-        args.out = OUT if stem == "predictive" and args.seed == 0 else \
-            OUT.with_name(f"{stem}_seed{args.seed}.json")
+    try:
+        windows = parse_windows(args.scale_down)
+    except ValueError as e:
+        ap.error(str(e))
+    args.out = args.out or out_path(windows, args.seed)
     config = load(args.stack)
     models = [m for m in args.models.split(",") if m]
     rows: list[dict[str, Any]] = []
@@ -249,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                 trace = trace.window(0.0, args.window) if trace.duration_s > args.window else trace
                 these = []
                 for variant, window in itertools.product(variants, windows):
+                    if window is not None and window == plan_window_s(dep):
+                        continue  # the plan's own window, run as `plan`
                     r = {"trace": name, **run(dep, trace, variant, pool, window)}
                     these.append(r)
                     z, s = r["zone_loss_at_peak"], r["zone_loss_any_moment"]
@@ -259,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.extend(these)
                 verdicts.append(verdict(these))
     doc = {"stack": args.stack, "window_s": args.window, "seed": args.seed, "variants": variants,
-           "scale_down_s": tokens,
+           "scale_down_s": ["plan" if w is None else str(w) for w in windows],
            "rows": rows, "verdicts": verdicts, "seconds": round(time.monotonic() - started)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

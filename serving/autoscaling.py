@@ -78,6 +78,7 @@ from serving._model_pod import MODEL_LABEL
 from serving.capacity import RegionReplicas, ReplicaCapacity, lost_zone_room
 from serving.kube_names import POD_DELETION
 from serving.profiles import Profile
+from serving.scale_down import scale_down_window_s
 from serving.simulator.prometheus import SCRAPE_DURATION, UP, pod_target_label
 from serving.zone_branch import PREDICT_WINDOW, predicted_load, zone_query
 
@@ -102,30 +103,6 @@ FALLBACK_FAILURES = 3  # failed metric reads before KEDA holds the fallback repl
 FALLBACK_BEHAVIOR = "currentReplicas"  # what the fallback holds: the replicas running (see below)
 HPA_PERIOD_S = 15  # HPA sync period
 HPA_MIN_STEP_PODS = 4  # the HPA default scale-up step, kept as a floor
-
-
-def scale_down_window_s(warm_start_s: float) -> int:
-    """A model's HPA scale-down stabilisation window: its warm start (the weights from the node's
-    NVMe cache and the engine start, `ColdStart.warm_node_s`), in whole seconds up.
-
-    The HPA gives a replica back once every recommendation of the window has wanted fewer, so a
-    replica goes after it has been surplus for the window. Wanted again, it comes back on a warm
-    node (scale-in takes the fullest node's pods first, and Karpenter keeps an emptied node for a
-    cold start: serving/karpenter.py `consolidate_after_s`), holding its slice for a warm start
-    before it serves. Kept surplus for a warm start, it has cost what getting it back costs: the
-    break-even of renting against buying, which on any lull spends at most twice the slice-seconds
-    a policy that knew the lull's length would (ski rental). So the window is per model: 204 s for
-    the 8B, 327 s for the 70B, whose weights take longer to read.
-
-    Measured against the HPA's default 300 s (benchmarks/results/autoscaling*.json, three draws
-    of the conversation trace and two of the code trace; scale_down_seed{0,1}.json): every
-    checklist item still passes on every run; slice GPU-hours fall 4.2-4.8 % on the 8B's
-    conversation runs, 3.0-7.2 % on the VL model's, 5.7-7.1 % on the 3B's, and rise 0.5-0.6 % on
-    the 70B's (0.8-2.0 % on its code runs). Fixed shorter windows
-    (120 s, 90 s) save 7.7-13.3 % on the smaller models, but the 70B then fails a moment of its
-    zone-loss sweep on both draws (2.74-3.46 % against 1.49 %), and its warm start says why: a
-    70B replica given back after 120 s surplus has not paid for its 327 s return."""
-    return math.ceil(warm_start_s - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -380,9 +357,9 @@ def autoscaling(
                    f"{capacity.qps:.2f} req/s a replica within the tier ({capacity.source}), "
                    f"less {replicas.headroom:.0%} headroom for growth during a cold start{zone_note}; "
                    f"and one more for each pod whose scrapes time out and that is not being deleted, "
-                   f"which the ReplicaSet counts until it is evicted; a replica given back once "
-                   f"surplus for its {scale_down_window_s(warm_start_s)} s warm start "
-                   f"(baseline: 5 waiting, vLLM production-stack)"),
+                   f"which the ReplicaSet counts until it is evicted "
+                   f"(baseline: 5 waiting, vLLM production-stack); a replica given back once "
+                   f"surplus for its {scale_down_window_s(warm_start_s)} s warm start"),
         survivor_qps=survivor_qps, zones=replicas.zones, headroom=replicas.headroom,
         ceiling_qps=ceiling_qps if survivor_qps is not None else None, selector=selector, lost=lost,
         notes=notes,
@@ -392,4 +369,4 @@ def autoscaling(
 __all__ = ["DELETION_MEMORY", "FALLBACK_BEHAVIOR", "LOST_SCRAPE_S", "POLLING_INTERVAL_S", "RUNNING",
            "SCRAPE_TIMEOUT_S", "SUCCESS", "WAITING", "ZONE_TARGET_LABEL", "Autoscaling", "autoscaling",
            "behavior", "completion_rate", "fullest_zone", "in_flight_at", "in_flight_sum",
-           "in_flight_target", "lost_pods", "scale_down_window_s", "with_lost_pods"]
+           "in_flight_target", "lost_pods", "with_lost_pods"]

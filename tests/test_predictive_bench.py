@@ -212,3 +212,40 @@ def test_a_scale_down_variant_changes_only_the_window_the_hpa_reads() -> None:
     assert bench.with_scale_down(dep, None) is dep
     assert {**behavior(shorter), "scaleDown": None} == {**behavior(dep), "scaleDown": None}
     assert shorter.scaled_object["triggers"] == dep.scaled_object["triggers"]
+
+
+def test_scale_down_windows_parse_and_pick_the_output_file() -> None:
+    """`--scale-down`: `plan` must be there (rows are judged on it), each window once; the plan's
+    own window alone writes predictive.json (the first draw) or predictive_seed<N>.json, any
+    other window a scale_down_seed<N>.json, so a window study never overwrites the predictive one."""
+    bench = _load("predictive")
+    assert bench.parse_windows("plan") == [None]
+    assert bench.parse_windows("plan,300,120,300,plan") == [None, 300, 120]
+    for bad in ("300", "plan,-5", "plan,1.5", ""):
+        with pytest.raises(ValueError, match="--scale-down"):
+            bench.parse_windows(bad)
+    results = Path(bench.OUT).parent
+    assert bench.out_path([None], 0) == results / "predictive.json"
+    assert bench.out_path([None], 2) == results / "predictive_seed2.json"
+    assert bench.out_path([None, 300], 0) == results / "scale_down_seed0.json"
+
+
+def test_the_verdict_credits_a_prediction_only_at_the_plans_window() -> None:
+    """The cheapest passing run may be any window; a predictive variant counts as cheaper than
+    the stated growth only at the plan's own window and by more than a pod's seconds: here
+    predict-5m@120s is cheapest but is not credited to the prediction, predict-10m fails, and
+    predict-5m at the plan's window saves 10 %."""
+    bench = _load("predictive")
+
+    def row(variant: str, gpu_h: float, passes: bool, plan_window: bool = True) -> dict:
+        return {"model": "m", "trace": "conv", "variant": variant, "gpu_hours": gpu_h,
+                "passes_checklist": passes, "plan_window": plan_window}
+
+    rows = [row("stated", 10.0, True), row("predict-5m", 9.0, True),
+            row("predict-5m@120s", 8.0, True, plan_window=False), row("predict-10m", 7.0, False)]
+    v = bench.verdict(rows)
+    assert (v["cheapest_passing"], v["cheapest_passing_gpu_hours"]) == ("predict-5m@120s", 8.0)
+    assert v["predictive_cheaper_and_passing"] == ["predict-5m"]
+    within = 10.0 * (1 - bench.bench.SAME_FLEET / 2)
+    same = bench.verdict([row("stated", 10.0, True), row("predict-5m", within, True)])
+    assert same["predictive_cheaper_and_passing"] == []  # the same fleet a pod's seconds apart
