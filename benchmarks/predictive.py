@@ -164,17 +164,16 @@ def run(dep: Deployment, trace: Trace, variant: str, pool: Executor | None,
         scale_down_s: int | None = None) -> dict[str, Any]:
     """One replay of `variant` at scale-down window `scale_down_s` (None: the plan's), judged."""
     planned = plan_window_s(dep)
-    at_plan = scale_down_s is None or scale_down_s == planned
     dep = with_scale_down(variant_deployment(dep, variant), scale_down_s)
     got = bench.run(dep, trace, "plan")
     at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
     sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
     passes = bench.passes_checklist({**got, "zone_loss": at_peak, "zone_loss_any_moment": sweep})
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
-    name = variant if at_plan else f"{variant}@{scale_down_s}s"
+    name = variant if scale_down_s is None else f"{variant}@{scale_down_s}s"
     return {"model": dep.plan.model, "variant": name,
             "scale_down_s": planned if scale_down_s is None else scale_down_s,
-            "plan_window": at_plan, "query": query,
+            "plan_window": scale_down_s is None, "query": query,
             "gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
             "replicas": got["replicas"], "attainment": got["attainment"], "meets_slo": got["meets_slo"],
             "tail_at_peak": got["tail_at_peak"]["status"],  # type: ignore[index]
@@ -262,9 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                 trace = base.rate_scaled_to_peak(mp.peak_qps, seed=args.seed)
                 trace = trace.window(0.0, args.window) if trace.duration_s > args.window else trace
                 these = []
-                for variant, window in itertools.product(variants, windows):
-                    if window is not None and window == plan_window_s(dep):
-                        continue  # the plan's own window, run as `plan`
+                # A window equal to the model's own is its `plan` run, not a second one.
+                own = list(dict.fromkeys(None if w == plan_window_s(dep) else w for w in windows))
+                for variant, window in itertools.product(variants, own):
                     r = {"trace": name, **run(dep, trace, variant, pool, window)}
                     these.append(r)
                     z, s = r["zone_loss_at_peak"], r["zone_loss_any_moment"]

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import math
 
+# The longest window the autoscaling/v2 API accepts (Kubernetes' autoscaling validation
+# MaxStabilizationWindowSeconds; the KEDA CRD's field description says the same): the HPA the KEDA
+# operator creates from a longer one would be refused. A warm start that long (some 3 TB of
+# weights) is held at it.
+HPA_MAX_STABILIZATION_S = 3600
+
 
 def scale_down_window_s(warm_start_s: float) -> int:
     """A model's HPA scale-down stabilisation window: its warm start (the weights from the node's
@@ -17,7 +23,8 @@ def scale_down_window_s(warm_start_s: float) -> int:
     warm node, holding its slice for a warm start before it serves: scale-in takes the fullest
     node's pods first, and an emptied node stays for longer than any warm start (Karpenter's
     `consolidateAfter` of a cold start, serving/karpenter.py `consolidate_after_s`; the cluster
-    autoscalers' 600 s, serving/nodescaling.py `empty_node_s`). Kept surplus for a warm start, it
+    autoscalers' 600 s, serving/nodescaling.py `empty_node_s`, GKE's an assumed upstream default;
+    tests/test_scale_down.py holds every shipped model to it). Kept surplus for a warm start, it
     has cost the slice-seconds getting it back costs: the break-even of renting against buying,
     which on any lull spends at most twice the slice-seconds of a policy that knew the lull's
     length (ski rental; a lull that outlasts the node too returns cold and costs more). So the
@@ -36,7 +43,7 @@ def scale_down_window_s(warm_start_s: float) -> int:
     fails a moment of its zone-loss sweep on both draws (2.74-3.46 % against 1.49 %), and its warm
     start says why: a 70B replica given back after 120 s surplus has not paid for its 327 s
     return."""
-    return math.ceil(warm_start_s - 1e-9)
+    return min(math.ceil(warm_start_s - 1e-9), HPA_MAX_STABILIZATION_S)
 
 
-__all__ = ["scale_down_window_s"]
+__all__ = ["HPA_MAX_STABILIZATION_S", "scale_down_window_s"]

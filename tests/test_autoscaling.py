@@ -345,17 +345,3 @@ def test_bounds_without_a_zones_share_of_room_are_named_in_the_plans_notes() -> 
     assert autoscaling("chat", "chat", "models", cap, PROF, planned, 1155, 211, 30.0, COLD_S,
                        warm_start_s=WARM_S).notes == ()
 
-
-def test_each_prod_model_gives_a_replica_back_after_its_warm_start() -> None:
-    """The emitted scale-down window of every prod model in every region is the time a replica
-    takes to come back on a warm node, by hand from FACTS.md's figures: its weights from the
-    NVMe cache at the GP3 rate (Llama-3-8B's 15 GB in 14 s) plus the 195 s engine warm-up, whole
-    seconds up. So the 70B (141.1 GB) waits longer before it gives a replica back than the 8B."""
-    from tests.conftest import plan_of
-
-    windows = {}
-    for mp in plan_of("prod").models:
-        down = mp.autoscaling.behavior["scaleDown"]["stabilizationWindowSeconds"]
-        assert down == math.ceil(mp.weights_gb * 14 / 15 + 195), (mp.model, mp.region)
-        windows[mp.model] = down
-    assert windows["llama-70b"] == 327 and windows["llama-70b"] > windows["llama-8b"] > windows["llama-3b"]
