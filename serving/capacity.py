@@ -254,7 +254,10 @@ def region_replicas(
     max: peak x (1 + headroom), spread so any one zone can be lost, and at least min plus one
     zone's share of min (`lost_zone_room`).
     min: the headroom alone (what must already run while a scale-up from idle cold-starts),
-    spread the same way, and never below one replica per zone.
+    spread the same way: at least two in a region of two zones or more, not one a zone, since
+    the fewest survivors of a zone loss (one of 1/1/0) serve as one of 1/1/1 do. A zone left
+    without a replica stays a domain of the zone spread only while it holds a node of the pool,
+    which the simulator follows (`serving.simulator.fleet` `_domains`).
     """
     if replica_qps <= 0:
         raise ValueError("replica_qps must be positive")
@@ -272,9 +275,10 @@ def region_replicas(
     else:
         headroom, source = tier.burst_headroom, f"tier {tier.tier} burst_headroom"
     needed = math.ceil(peak_qps / replica_qps - 1e-9)
-    # At least one replica a zone, the ceiling too: the fewest survivors can leave a zone empty.
+    # The ceiling is at least one replica a zone, what a floor of one a zone held before: it
+    # costs nothing until the load asks for it.
     high = max(zones, _spread(math.ceil(peak_qps * (1 + headroom) / replica_qps - 1e-9), zones))
-    low = min(high, max(zones, _spread(math.ceil(peak_qps * min(headroom, 1.0) / replica_qps), zones)))
+    low = min(high, _spread(math.ceil(peak_qps * min(headroom, 1.0) / replica_qps), zones))
     high = max(high, low + lost_zone_room(low, zones))
     return RegionReplicas(
         needed_at_peak=needed, min_replicas=low, max_replicas=high,

@@ -14,7 +14,9 @@ import stacks). Per `ModelRegionPlan`:
 - fleet: the pool's zones; `min_replicas` running at t = 0 (the Deployment starts at KEDA's
   minimum), on as many nodes per zone as the topology spread needs; slots per node from the
   slice (GPUs per node x slices of this kind per GPU / TP); the plan's cold-start budget; an
-  empty node kept as long as the cluster's node autoscaler keeps it (`empty_node_ttl_s`); a lost
+  empty node kept as long as the cluster's node autoscaler keeps it (`empty_node_ttl_s`); every
+  zone a domain of the zone spread where other models keep the pool's nodes there (`zones_kept`),
+  else only the zones holding a node of the model's own; a lost
   zone's pods picked, counted and replaced as the endpoint picker's configuration and
   Kubernetes' defaults have it (`serving.failover`).
 - autoscaler: `KedaAutoscaler(plan.autoscaling.scaled_object_spec(...))`, the very dict the
@@ -39,7 +41,7 @@ from typing import Any
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.autoscaling import SCRAPE_TIMEOUT_S
-from serving.deployments import pod_monitor_spec, predictor_deployment
+from serving.deployments import MIG_PARTITION_LABEL, pod_monitor_spec, predictor_deployment
 from serving.drain import drain_limit_s
 from serving.failover import predictor_failover
 from serving.karpenter import consolidate_after_s
@@ -177,6 +179,25 @@ def _gpu_share(mp: ModelRegionPlan) -> float:
     return kind.tensor_parallel / kind.shares
 
 
+def zones_kept(plan: Plan, mp: ModelRegionPlan) -> bool:
+    """Whether other models keep a node that `mp`'s pods select in every zone of its pool, so
+    each zone stays a domain of its zone spread (`FleetConfig.every_zone_a_domain`): a model in
+    the same region and pool (and, where the cloud labels MIG partitions, of the same profile:
+    the node selector, serving/deployments.py `_selector`) whose floor is one replica a zone or
+    more. Such a floor can still leave a zone between a scale-in and the next, which this
+    ignores; the node autoscaler keeps an emptied node minutes longer."""
+    zones = len(plan.region(mp.region).pool(mp.pool).zones)
+    by_profile = MIG_PARTITION_LABEL.get(plan.region(mp.region).cloud) is not None
+
+    def selects_same_nodes(other: ModelRegionPlan) -> bool:
+        if other.region != mp.region or other.pool != mp.pool:
+            return False
+        return not by_profile or other.slice.mig_profile == mp.slice.mig_profile
+
+    return any(other is not mp and other.min_replicas >= zones and selects_same_nodes(other)
+               for other in plan.models)
+
+
 def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
     """The simulator's inputs for `mp` (one of `plan.models`)."""
     card = CATALOG[mp.catalog]
@@ -200,6 +221,7 @@ def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:
                         gpus_per_node=pool.gpus_per_node, cold_start=ColdStartSpec.from_budget(mp.cold_start),
                         initial_nodes=len(zones) * math.ceil(per_zone / slots),
                         node_empty_ttl_s=empty_node_ttl_s(plan, mp),
+                        every_zone_a_domain=zones_kept(plan, mp),
                         # The predictor's drain: its preStop hook's bound in its grace period.
                         drain_limit_s=drain_limit_s(mp.grace_s),
                         # The picker as the inferencepool release configures it, and the

@@ -225,6 +225,11 @@ class FleetConfig:
     # step leaves a tie no room to empty one zone), and count pods whose node has not joined yet,
     # which a controller reading node zones would not see.
     deletion_cost_by_zone: bool = False
+    # Whether other models' replicas keep a node of the pool (one the pods' node selector also
+    # matches) in every zone, so that each zone up stays a domain of the zone spread however few
+    # of this fleet's nodes it holds. Otherwise a zone is one only while it holds a node of this
+    # fleet (Fleet._domains).
+    every_zone_a_domain: bool = False
 
     def __post_init__(self) -> None:
         if not self.zones or len(set(self.zones)) != len(self.zones):

@@ -1,12 +1,14 @@
 """Nodes, zones and replicas of one deployment: placement, cold starts, scale-in, zone loss.
 
 Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node autoscaler):
-- New replicas go to a zone with the fewest replicas among the zones still up (a topology spread
-  with maxSkew 1). In such a zone a node with a free slot is taken first: the replica is ready after
-  `cold_start.warm_s` (on a node still joining or pulling the model server's image: once the
-  image is there, plus the rest of the full budget). Without a free slot a new node is added in
-  that zone and the replica is ready after `cold_start.full_s`. A replica's pod is Pending until
-  its node is up and the image pulled, then Running, loading its model, until it is ready.
+- New replicas go to a free slot on a node in a zone with the fewest replicas among the spread's
+  domains (maxSkew 1; a domain is a zone up that holds a node of the pool: `_domains`): the
+  replica is ready after `cold_start.warm_s` (on a node still joining or pulling the model
+  server's image: once the image is there, plus the rest of the full budget). Without one a new
+  node is added in a zone up with the fewest replicas, as the node autoscaler counts them over
+  every zone its pools name, and the replica is ready after `cold_start.full_s`. A replica's pod
+  is Pending until its node is up and the image pulled, then Running, loading its model, until
+  it is ready.
 - Scale-in follows the ReplicaSet controller's ranking (kubernetes pkg/controller/controller_utils.go
   `ActivePodsWithRanks.Less`, ranks from replicaset `getPodsRankedByRelatedPodsOnSameNode`):
   replicas still starting first (those waiting for their node, one rank, then those pulling the
@@ -137,17 +139,28 @@ class Fleet:
             self.routable.remove(replica)
 
     # -- actions -------------------------------------------------------------------------------
-    def _fewest_zones(self) -> list[str]:
-        """The zones up with the fewest replicas starting or ready: where the spread lets one go."""
+    def _domains(self) -> list[str]:
+        """The zones up the scheduler's zone spread counts: it takes its domains off the nodes
+        that exist and that the pods select and tolerate (kubernetes podtopologyspread
+        filtering.go `calPreFilterState`), so a zone whose last node of the pool is gone is none
+        and a new replica may take a free slot in a zone already fuller than it."""
         up = [z for z in self.cfg.zones if z not in self.down_zones]
-        if not up:
-            raise RuntimeError("every zone is down: no replica can start")
-        counts = {z: 0 for z in up}
-        for r in self.replicas:
-            if r.state in (STARTING, READY) and r.zone in counts:
-                counts[r.zone] += 1
-        fewest = min(counts.values())
-        return [z for z in up if counts[z] == fewest]
+        if self.cfg.every_zone_a_domain:
+            return up
+        live = {n.zone for n in self.nodes if n.gone_s is None}
+        return [z for z in up if z in live]
+
+    def _fewest_zones(self, zones: list[str] | None = None) -> list[str]:
+        """Those of `zones` (default: the zones up) with the fewest replicas starting or ready:
+        where the spread lets one go."""
+        if zones is None:
+            zones = [z for z in self.cfg.zones if z not in self.down_zones]
+            if not zones:
+                raise RuntimeError("every zone is down: no replica can start")
+        counts = {z: sum(1 for r in self.replicas if r.zone == z and r.state in (STARTING, READY))
+                  for z in zones}
+        fewest = min(counts.values(), default=0)
+        return [z for z in zones if counts[z] == fewest]
 
     def _slot(self, zones: list[str]) -> Node | None:
         """A node with a free slot in the first of `zones` that has one."""
@@ -170,7 +183,7 @@ class Fleet:
         """Start one replica (see the module's placement rule)."""
         zones = self._fewest_zones()
         cold = self.cfg.cold_start
-        node = self._slot(zones)
+        node = self._slot(self._fewest_zones(self._domains()))
         if node is not None:
             replica = self._add_replica(node, now, self._ready_on(node, now), warm=True)
         else:
@@ -202,7 +215,7 @@ class Fleet:
                 continue
             if len(self.down_zones) >= len(self.cfg.zones):
                 break
-            node = self._slot(self._fewest_zones())
+            node = self._slot(self._fewest_zones(self._domains()))
             if node is None:
                 break
             replica.node.replicas.discard(replica.rid)

@@ -1,0 +1,95 @@
+"""The zone spread's domains: kube-scheduler counts a zone only while a node the pods select is
+there (podtopologyspread filtering.go `calPreFilterState` builds its counts off existing nodes),
+while the node autoscaler launches into every zone its pools name."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from serving.simulator import ColdStartSpec, EngineConfig, FleetConfig, StepTime
+from serving.simulator.fleet import Fleet
+from stacks.simulation import zones_kept
+from tests.conftest import plan_of, record_of
+
+STEP = StepTime(0.02, 0.0001, 0.015, 0.0004)
+COLD = ColdStartSpec(full_s=700.0, warm_s=200.0, node_ready_s=400.0)
+ISVC = "kubernetes:serving.kserve.io/v1beta1:InferenceService"
+
+
+def _fleet(every_zone_a_domain: bool) -> Fleet:
+    """Zones a, b, c on three-slot nodes, one node a zone; two replicas: a and b hold one each,
+    c's node none."""
+    cfg = FleetConfig(zones=("a", "b", "c"), initial_replicas=2, slots_per_node=3, cold_start=COLD,
+                      initial_nodes=3, node_empty_ttl_s=100.0, every_zone_a_domain=every_zone_a_domain)
+    return Fleet(cfg, EngineConfig(step=STEP, kv_blocks=100), lambda t, kind, obj: None)
+
+
+def _consolidate_c(fleet: Fleet) -> None:
+    (node,) = [n for n in fleet.nodes if n.zone == "c"]
+    assert not node.replicas
+    node.empty_since = 0.0
+    fleet.node_gc(node, 100.0)
+    assert node.gone_s == 100.0
+
+
+def _per_zone(fleet: Fleet) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for r in fleet.active():
+        counts[r.zone] += 1
+    return dict(counts)
+
+
+def test_a_zone_whose_node_is_gone_is_no_domain_until_the_node_autoscaler_launches_there() -> None:
+    """With c's empty node still up, c holds the fewest (0) and the third replica takes its free
+    slot, a warm start (200 s). Once it is consolidated, the scheduler's domains are a and b:
+    the third replica takes a's free slot (1 + 1 - 1 <= maxSkew 1), the fourth b's, the fifth
+    a's again (2 + 1 - 2 = 1), all warm: 3/2/0, where a spread over three zones holds at most
+    ceil(5 / 3) = 2 a zone, so losing a leaves 2 survivors, not 3. The sixth takes b's last slot;
+    the seventh finds none in a domain and waits for the node autoscaler, which counts c too
+    (Karpenter takes a spread's zones from its NodePools) and launches there: a full cold start
+    (700 s)."""
+    kept = _fleet(every_zone_a_domain=False)
+    third = kept.place(150.0)
+    assert (third.zone, third.ready_s) == ("c", 350.0)
+
+    fleet = _fleet(every_zone_a_domain=False)
+    _consolidate_c(fleet)
+    placed = [fleet.place(t) for t in (150.0, 160.0, 170.0)]
+    assert [(r.zone, r.ready_s) for r in placed] == [("a", 350.0), ("b", 360.0), ("a", 370.0)]
+    assert _per_zone(fleet) == {"a": 3, "b": 2}
+    placed = [fleet.place(t) for t in (180.0, 190.0)]
+    assert [(r.zone, r.ready_s) for r in placed] == [("b", 380.0), ("c", 890.0)]
+
+
+def test_where_other_models_keep_every_zone_a_domain_the_third_replica_goes_to_c() -> None:
+    """The same fleet with c's node gone but other models' nodes of the pool in c: c is a domain
+    holding none of these pods, so the third replica must go there, on a node launched for it."""
+    fleet = _fleet(every_zone_a_domain=True)
+    _consolidate_c(fleet)
+    third = fleet.place(150.0)
+    assert (third.zone, third.ready_s) == ("c", 850.0)
+    assert _per_zone(fleet) == {"a": 1, "b": 1, "c": 1}
+
+
+def test_zones_kept_where_another_models_floor_holds_a_pod_a_zone_on_the_same_nodes() -> None:
+    """Read off the emitted InferenceServices of prod: a model's zones stay domains where another
+    predictor in its cluster selects the very same nodes (equal nodeSelector) with minReplicas at
+    least the pool's zones."""
+    plan, record = plan_of("prod"), record_of("prod")
+    by_cluster: dict[str, list[tuple[str, dict[str, str], int]]] = defaultdict(list)
+    for isvc in record.by_type(ISVC):
+        predictor = isvc.inputs["spec"]["predictor"]
+        by_cluster[isvc.provider].append((isvc.inputs["metadata"]["name"], predictor["nodeSelector"],
+                                          predictor["minReplicas"]))
+    seen = {}
+    for mp in plan.models:
+        zones = len(plan.region(mp.region).pool(mp.pool).zones)
+        (cluster,) = [c for c in by_cluster if c.endswith(f"-{mp.region}-k8s")]
+        (mine,) = [sel for name, sel, _ in by_cluster[cluster] if name == mp.model]
+        expected = any(name != mp.model and sel == mine and floor >= zones
+                       for name, sel, floor in by_cluster[cluster])
+        assert zones_kept(plan, mp) is expected, (mp.model, mp.region)
+        seen[(mp.model, mp.region)] = expected
+    # The benchmarks' region: the VL model shares the MIG pool with the 8B (floor 11); the 70B
+    # has its H100 pool to itself.
+    assert seen[("qwen-vl", "us-east-1")] and not seen[("llama-70b", "us-east-1")]
