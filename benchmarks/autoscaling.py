@@ -266,7 +266,7 @@ def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
     # replicas on the fewest nodes a zone, each freed at once (what packing alone could save).
     out = {k: f[k] for k in ("requests", "failed", "attainment", "ttft_p99_s", "tpot_p99_s", "gpu_hours",
                              "node_gpu_hours", "packed_node_gpu_hours", "replicas", "time_to_scale",
-                             "drain_cut")}
+                             "drain_cut", "narrowed_placements")}
     targets = {"ttft_s": dep.targets.ttft_s, "tpot_s": dep.targets.tpot_s}
     # The checklist's first item: the tail of the busiest minute's requests and of those arriving
     # while a scale-up is under way, each within the tier (a run can pass on the hour's p99 while

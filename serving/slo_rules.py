@@ -42,7 +42,7 @@ however long it lasts and from the model's first day) or the model was scraped w
 (every pod gone: `OVERDUE_ALERT` pages for the replacements that do not serve, and keeps paging
 after this one resolves). A model still on its first cold start (16 minutes end to end in the
 report FACTS.md section 7 cites) has no Ready pod and pages no one. Its replica floor is never
-zero (the planner's is at least two in a region of several zones; a stack that states 0 is refused) and its
+zero (the planner's is at least one a zone; a stack that states 0 is refused) and its
 PodDisruptionBudget lets one pod go at a time, so no rollout
 or drain empties it.
 An alert's long window must also hold requests from before its short window began: otherwise a

@@ -157,6 +157,8 @@ def figures(result: SimResult, dep: Deployment) -> dict[str, object]:
     out["preemptions"] = int(result.preemptions.sum())
     # Generations a scaled-in replica still ran when its drain bound came (the preStop hook's).
     out["drain_cut"] = int(result.extra.get("drain_cut", 0))  # type: ignore[call-overload]
+    # Replicas placed while a zone up held no node of the model, so was no domain of its spread.
+    out["narrowed_placements"] = int(result.extra.get("narrowed_placements", 0))  # type: ignore[call-overload]
     out["duration_s"] = _num(result.end_s)
     out["scale_events"] = [{"t_s": round(t, 3), "from": a, "to": b} for t, a, b in result.scale_events]
     out["series"] = {k: [round(float(v), 4) for v in s[k]]

@@ -90,16 +90,12 @@ def test_zone_surplus_formula() -> None:
 
 
 def test_a_floor_that_is_also_the_peak_keeps_a_zone_of_room() -> None:
-    """Peak 1 req/s on replicas of 10: one replica carries it, so the floor is the fewest whose
-    survivors of the fullest zone leave one, 2 (1/1/0), and max is one a zone (3), which already
-    leaves the lost-pod term a zone's share of the floor (1) above the floor; its fullest zone
-    holds 1, so a zone lost leaves 2 x 10 req/s."""
+    """Peak 1 req/s on replicas of 10: one replica carries it, the zone spread makes that one a
+    zone (3) for both bounds, and the lost-pod term needs a zone's share of the floor (1) above
+    the floor, so max is 4; its fullest zone holds 2, so a zone lost leaves 2 x 10 req/s."""
     r = region_replicas(1, 10.0, 3, TIERS[Tier.BATCH], 10)
-    assert (r.min_replicas, r.max_replicas, r.per_zone_max) == (2, 3, 1)
+    assert (r.min_replicas, r.max_replicas, r.per_zone_max) == (3, 4, 2)
     assert r.capacity_qps(10.0, zones_lost=1) == 20.0
-    # One a zone where the headroom's share of peak (10 % of 1 req/s on replicas of 0.08) needs
-    # two survivors: 3 (1/1/1).
-    assert region_replicas(1, 0.08, 3, TIERS[Tier.BATCH], 10).min_replicas == 3
     # Where the spread already leaves that room, max is the spread's: 17 over a floor of 3.
     assert region_replicas(10, 1.0, 3, TIERS[Tier.BATCH], 10).max_replicas == 17
     # One zone: nothing to fail over to, so no room is added.
@@ -113,8 +109,7 @@ def test_capacity_covers_peak_with_one_zone_lost(peak, rate, zones, tier, cold, 
     r = region_replicas(peak, rate, zones, tier, cold, growth)
     assert r.capacity_qps(rate, zones_lost=1) >= peak * (1 - 1e-9)
     assert r.capacity_qps(rate) >= peak * (1 + r.headroom) * (1 - 1e-9)
-    # At least two, so a zone loss leaves one; one a zone only where the load asks for it.
-    assert 2 <= r.min_replicas <= r.max_replicas and zones <= r.max_replicas
+    assert zones <= r.min_replicas <= r.max_replicas
     # The floor's survivors of its fullest zone carry the headroom's share of peak.
     survivors = r.min_replicas - -(-r.min_replicas // zones)
     held = min(peak * min(r.headroom, 1.0), r.capacity_qps(rate, zones_lost=1))

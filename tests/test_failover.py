@@ -29,6 +29,7 @@ from serving.simulator import (
 )
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import GONE, LOST, READY, Fleet
+from serving.simulator.hours import slot_seconds
 from serving.simulator.sim import Simulation
 from tests.conftest import plan_of, record_of
 from tests.test_gateway import HELM, kind
@@ -382,7 +383,7 @@ def test_a_pending_replica_binds_to_the_slot_a_drain_frees():
     assert pending.ready_s == float("inf") and not pending.scheduled and fleet.unscheduled == 1
     while end is not None:
         end = draining.engine.on_step_end(end)
-    before = fleet.slot_seconds(5.0)
+    before = slot_seconds(fleet, 5.0)
     fleet.maybe_release(draining, 5.0)
     assert pending.node is draining.node and pending.zone == "b" and pending.scheduled
     assert pending.placed_s == 5.0 and fleet.bound == 1
@@ -390,7 +391,7 @@ def test_a_pending_replica_binds_to_the_slot_a_drain_frees():
     # Its GPU time counts from its slot at 5 s, not its creation at 0.03 s: from 5 to 15 s the
     # fleet's slot-seconds grow by c's replica and the bound one, 10 s each (a's stopped at the
     # loss, the drained one at 5 s); from its creation it would be 4.97 s more.
-    assert fleet.slot_seconds(15.0) - before == pytest.approx(10.0 + 10.0)
+    assert slot_seconds(fleet, 15.0) - before == pytest.approx(10.0 + 10.0)
     warm = fleet.cfg.cold_start.warm_s
     assert pending.ready_s == pytest.approx(5.0 + warm) and (5.0 + warm, "ready", pending) in events
     assert draining.node.empty_since is None and fleet.unscheduled == 1

@@ -23,6 +23,7 @@ from serving.simulator import (
 )
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import READY, Fleet
+from serving.simulator.hours import packed_node_seconds
 
 STEP = StepTime(0.02, 0.0001, 0.015, 0.0004)
 
@@ -265,8 +266,8 @@ def test_packed_node_seconds_count_the_fewest_nodes_a_zone_by_hand():
     assert [r.created_s for r in fleet.replicas] == [0.0, 0.0, 0.0] and len(fleet.nodes) == 2
     fleet.scale_to(2, 100.0)
     assert sorted(r.gone_s or 0.0 for r in fleet.replicas) == [0.0, 0.0, 100.0]
-    assert fleet.packed_node_seconds(300.0) == pytest.approx(400.0)
-    assert fleet.packed_node_seconds(50.0) == pytest.approx(100.0)  # both nodes, 50 s
+    assert packed_node_seconds(fleet, 300.0) == pytest.approx(400.0)
+    assert packed_node_seconds(fleet, 50.0) == pytest.approx(100.0)  # both nodes, 50 s
 
 
 def test_a_simulation_cuts_the_generations_a_drain_limit_outlasts():

@@ -74,6 +74,7 @@ class Fleet:
         self.lost: list[SimRequest] = []  # requests lost with a replica, drained by the caller
         self.unscheduled = 0  # replicas that waited Pending for a node (Failover.new_nodes_while_down)
         self.drain_cut = 0  # requests a draining replica still ran when its drain limit came
+        self.narrowed = 0  # replicas placed while a zone up was no domain of the spread
         per_zone: dict[str, int] = {z: 0 for z in cfg.zones}
         nodes = cfg.initial_nodes if cfg.initial_nodes is not None else \
             -(-cfg.initial_replicas // cfg.slots_per_node)
@@ -124,8 +125,7 @@ class Fleet:
         self.routable.append(replica)
 
     def _release(self, replica: Replica, now: float) -> None:
-        replica.state = GONE
-        replica.gone_s = now
+        replica.state, replica.gone_s = GONE, now
         node = replica.node
         node.replicas.discard(replica.rid)
         if replica.scheduled and node.gone_s is None:
@@ -181,9 +181,10 @@ class Fleet:
 
     def place(self, now: float) -> Replica:
         """Start one replica (see the module's placement rule)."""
-        zones = self._fewest_zones()
+        zones, domains = self._fewest_zones(), self._domains()
+        self.narrowed += len(domains) < len(self.cfg.zones) - len(self.down_zones)
         cold = self.cfg.cold_start
-        node = self._slot(self._fewest_zones(self._domains()))
+        node = self._slot(self._fewest_zones(domains))
         if node is not None:
             replica = self._add_replica(node, now, self._ready_on(node, now), warm=True)
         else:
@@ -292,28 +293,6 @@ class Fleet:
         """Pending replicas the scheduler later bound to a slot that freed: those placed after
         their creation (`bind_pending` is the only way a replica's slot comes later)."""
         return sum(1 for r in self.replicas if r.placed_s > r.created_s)
-
-    def slot_seconds(self, end: float) -> float:
-        """Seconds its replicas held a GPU slot up to `end`: from placement (a Pending replica's
-        binding, not its creation) to removal; one that never bound held none."""
-        return sum((r.gone_s if r.gone_s is not None else end) - r.placed_s
-                   for r in self.replicas if r.scheduled)
-
-    def packed_node_seconds(self, end: float) -> float:
-        """Node-seconds had every zone held its replicas (from creation to removal, draining
-        included) on the fewest nodes, and freed a node the moment it emptied: the floor any
-        scale-in order or consolidation could reach with this replica history."""
-        total = 0.0
-        for zone in self.cfg.zones:
-            mine = [r for r in self.replicas if r.zone == zone and r.scheduled]
-            steps = sorted([(r.placed_s, 1) for r in mine]
-                           + [(r.gone_s, -1) for r in mine if r.gone_s is not None])
-            live, since = 0, 0.0
-            for t, step in steps:
-                total += math.ceil(live / self.cfg.slots_per_node) * (min(t, end) - since)
-                live, since = live + step, min(t, end)
-            total += math.ceil(live / self.cfg.slots_per_node) * max(0.0, end - since)
-        return total
 
     def ready_by_zone(self) -> dict[str, int]:
         """Ready replicas in each zone still up."""

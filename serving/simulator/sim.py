@@ -26,6 +26,7 @@ from serving.kube_names import KSM_POD_SERIES, POD_DELETION
 from serving.simulator.config import FULLEST, SimConfig
 from serving.simulator.engine import SimRequest
 from serving.simulator.fleet import DRAINING, GONE, LOST, READY, STARTING, Fleet, Node, Replica
+from serving.simulator.hours import packed_node_seconds, slot_seconds
 from serving.simulator.policies import Autoscaler, StaticPolicy
 from serving.simulator.prometheus import (
     SCRAPE_DURATION,
@@ -360,7 +361,7 @@ class Simulation:
         gpus_per_slot = self.cfg.fleet.gpus_per_node / self.cfg.fleet.slots_per_node
         node_hours = sum(((nd.gone_s if nd.gone_s is not None else end) - nd.created_s)
                          for nd in fleet.nodes) * self.cfg.fleet.gpus_per_node / 3600
-        replica_hours = fleet.slot_seconds(end) * gpus_per_slot / 3600
+        replica_hours = slot_seconds(fleet, end) * gpus_per_slot / 3600
         starts = [ReplicaStart(r.rid, r.zone, r.created_s, r.ready_s, r.warm) for r in fleet.replicas
                   if r.state != STARTING and r.ready_s <= (r.gone_s if r.gone_s is not None else end)]
         return SimResult(
@@ -375,9 +376,9 @@ class Simulation:
                    # Replicas that waited for a node no autoscaler launches
                    # (Failover.new_nodes_while_down), whether or not a scale-in removed them later.
                    "unscheduled": fleet.unscheduled, "bound_later": fleet.bound,
-                   "drain_cut": fleet.drain_cut,
+                   "drain_cut": fleet.drain_cut, "narrowed_placements": fleet.narrowed,
                    "packed_node_gpu_hours":
-                       fleet.packed_node_seconds(end) * self.cfg.fleet.gpus_per_node / 3600},
+                       packed_node_seconds(fleet, end) * self.cfg.fleet.gpus_per_node / 3600},
         )
 
 
