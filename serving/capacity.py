@@ -256,11 +256,11 @@ def region_replicas(
     min: the headroom alone (what must already run while a scale-up from idle cold-starts),
     spread the same way, and never below one replica per zone. The fewest survivors alone
     would allow two over three zones (one of 1/1/0 survives), but measured that fails: with a
-    floor of two the code trace's 8B and 3B plans moved to two or three whole-GPU replicas
-    (23.7 and 12.7 req/s each), and a zone lost at the busiest minute left one replica at its
-    sized rate under the trace's sub-minute bursts, 9.1 % of the window lost against a 1.1 %
-    budget for the 8B, while no conversation plan got cheaper: the VL model's zone branch
-    holds three anyway (README, "The replica floor").
+    floor of two the code trace's 8B and 3B plans moved to two or three larger replicas (23.7
+    and 12.7 req/s each), and a zone lost at the busiest minute left one or two to carry the
+    trace's sub-minute bursts, 9.1 % of the window lost against a 1.1 % budget for the 8B,
+    while no conversation plan got cheaper: the VL model's zone branch holds three anyway
+    (README, "The replica floor").
     """
     if replica_qps <= 0:
         raise ValueError("replica_qps must be positive")

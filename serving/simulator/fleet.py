@@ -74,7 +74,7 @@ class Fleet:
         self.lost: list[SimRequest] = []  # requests lost with a replica, drained by the caller
         self.unscheduled = 0  # replicas that waited Pending for a node (Failover.new_nodes_while_down)
         self.drain_cut = 0  # requests a draining replica still ran when its drain limit came
-        self.narrowed = 0  # replicas placed while a zone up was no domain of the spread
+        self.narrowed = 0  # replicas placed while a zone up held no node of this fleet
         per_zone: dict[str, int] = {z: 0 for z in cfg.zones}
         nodes = cfg.initial_nodes if cfg.initial_nodes is not None else \
             -(-cfg.initial_replicas // cfg.slots_per_node)
@@ -139,16 +139,20 @@ class Fleet:
             self.routable.remove(replica)
 
     # -- actions -------------------------------------------------------------------------------
+    def _with_nodes(self) -> list[str]:
+        """The zones up holding a node of this fleet. A node counts from its launch, where the
+        scheduler sees it once it has registered and is Ready (an older simplification)."""
+        live = {n.zone for n in self.nodes if n.gone_s is None}
+        return [z for z in self.cfg.zones if z not in self.down_zones and z in live]
+
     def _domains(self) -> list[str]:
         """The zones up the scheduler's zone spread counts: it takes its domains off the nodes
         that exist and that the pods select and tolerate (kubernetes podtopologyspread
         filtering.go `calPreFilterState`), so a zone whose last node of the pool is gone is none
         and a new replica may take a free slot in a zone already fuller than it."""
-        up = [z for z in self.cfg.zones if z not in self.down_zones]
         if self.cfg.every_zone_a_domain:
-            return up
-        live = {n.zone for n in self.nodes if n.gone_s is None}
-        return [z for z in up if z in live]
+            return [z for z in self.cfg.zones if z not in self.down_zones]
+        return self._with_nodes()
 
     def _fewest_zones(self, zones: list[str] | None = None) -> list[str]:
         """Those of `zones` (default: the zones up) with the fewest replicas starting or ready:
@@ -181,10 +185,12 @@ class Fleet:
 
     def place(self, now: float) -> Replica:
         """Start one replica (see the module's placement rule)."""
-        zones, domains = self._fewest_zones(), self._domains()
-        self.narrowed += len(domains) < len(self.cfg.zones) - len(self.down_zones)
+        zones = self._fewest_zones()
+        # Counted whether or not other models keep the zone a domain, so that a run shows when
+        # the domains could have mattered at all.
+        self.narrowed += len(self._with_nodes()) < len(self.cfg.zones) - len(self.down_zones)
         cold = self.cfg.cold_start
-        node = self._slot(self._fewest_zones(domains))
+        node = self._slot(self._fewest_zones(self._domains()))
         if node is not None:
             replica = self._add_replica(node, now, self._ready_on(node, now), warm=True)
         else:
