@@ -5,8 +5,9 @@ Rules (the ReplicaSet controller, the scheduler with a zone spread, and the node
   domains (maxSkew 1; a domain is a zone up that holds a node of the pool: `_domains`): the
   replica is ready after `cold_start.warm_s` (on a node still joining or pulling the model
   server's image: once the image is there, plus the rest of the full budget). Without one a new
-  node is added in a zone up with the fewest replicas, as the node autoscaler counts them over
-  every zone its pools name, and the replica is ready after `cold_start.full_s`. A replica's pod
+  node is added in a zone up with the fewest replicas, as Karpenter counts them over every zone
+  its NodePools name (the cluster autoscalers choose a node group by their expander, which is not
+  modelled), and the replica is ready after `cold_start.full_s`. A replica's pod
   is Pending until its node is up and the image pulled, then Running, loading its model, until
   it is ready.
 - Scale-in follows the ReplicaSet controller's ranking (kubernetes pkg/controller/controller_utils.go
