@@ -4,12 +4,14 @@ while the node autoscaler launches into every zone its pools name."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from pathlib import Path
 
 from serving.simulator import ColdStartSpec, EngineConfig, Failover, FleetConfig, StepTime
 from serving.simulator.fleet import DRAINING, Fleet
+from stacks.model_plan import ModelRegionPlan
 from stacks.simulation import deployment, zones_kept
 from tests.conftest import plan_of, record_of
 
@@ -130,3 +132,20 @@ def test_no_run_of_the_prod_plan_placed_a_replica_while_a_zone_had_no_node() -> 
                        ("autoscaling_code_seed1", 32)):
         rows = json.loads((results / f"{name}.json").read_text())["rows"]
         assert [r["narrowed_placements"] for r in rows] == [0] * runs, name
+
+
+def test_on_gke_a_model_of_another_mig_profile_keeps_no_zone() -> None:
+    """GKE labels each node with its MIG partition size and the predictor selects it
+    (serving/deployments.py `_selector`), so in us-central1 the VL model's zones are kept by the
+    3B on the same pool only while both run the same profile (2g.20gb in prod); given the 3B a
+    3g.40gb slice, its nodes are others, and nothing keeps the VL model's zones."""
+    plan = plan_of("prod")
+    vl = next(m for m in plan.models if (m.model, m.region) == ("qwen-vl", "us-central1"))
+    assert zones_kept(plan, vl)
+    def other_profile(m: ModelRegionPlan) -> ModelRegionPlan:
+        if (m.model, m.region) != ("llama-3b", "us-central1"):
+            return m
+        return dataclasses.replace(m, slice=dataclasses.replace(m.slice, mig_profile="3g.40gb"))
+
+    regions = tuple(dataclasses.replace(r, models=tuple(map(other_profile, r.models))) for r in plan.regions)
+    assert not zones_kept(dataclasses.replace(plan, regions=regions), vl)
