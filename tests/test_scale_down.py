@@ -7,10 +7,13 @@ import math
 
 import pytest
 
+from serving.coldstart import budget
 from serving.hardware import Cloud
 from serving.karpenter import consolidate_after_s
+from serving.models import CATALOG
 from serving.nodescaling import NODE_AUTOSCALER
 from serving.scale_down import scale_down_window_s
+from stacks.simulation import empty_node_ttl_s
 from tests.conftest import SHARED, STACKS, plan_of
 
 
@@ -40,13 +43,26 @@ def test_a_window_past_an_hour_is_held_at_what_the_api_accepts() -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_a_replica_given_back_returns_to_a_node_still_there(stack: str) -> None:
     """The window's break-even assumes a replica wanted again returns warm: an emptied node must
-    outlast the window. On EKS Karpenter keeps it for its NodePool's `consolidateAfter`, the
-    pool's slowest cold start in whole minutes; the cluster autoscalers of GKE and AKS for their
-    unneeded time (600 s). Every model of every shipped stack gives a replica back sooner."""
+    outlast the window. How long it stays is what the simulator bills (`empty_node_ttl_s`, held
+    to the emitted NodePools' `consolidateAfter` by tests/test_karpenter.py): Karpenter's on EKS,
+    the cluster autoscalers' 600 s on GKE and AKS. Every model of every shipped stack gives a
+    replica back sooner."""
     plan = plan_of(stack)
     for mp in plan.models:
-        keep = NODE_AUTOSCALER[Cloud(mp.cloud)].empty_node_s
-        if keep is None:  # Karpenter, as components/aws/cluster.py emits each NodePool
-            keep = consolidate_after_s(plan.region(mp.region).pool_cold_start_s(mp.pool))
+        keep = empty_node_ttl_s(plan, mp)
         window = mp.autoscaling.behavior["scaleDown"]["stabilizationWindowSeconds"]
         assert window < keep, (stack, mp.model, mp.region, window, keep)
+
+
+def test_every_catalog_model_returns_within_the_cluster_autoscalers_wait() -> None:
+    """Not only the shipped stacks: any stack names models from the catalog, so the heaviest
+    weights any card ships (its native BF16), read from the NVMe cache or the bucket, whichever
+    is slower, still give a window under the 600 s the cluster autoscalers keep an empty node on
+    every cloud that uses them. On EKS Karpenter keeps it for the pool's cold start (whole
+    minutes up), which reads the same weights from the bucket after a node and an image pull."""
+    heaviest = max(card.weights_gb for card in CATALOG.values())
+    for cloud in Cloud:
+        budgets = [budget(cloud, heaviest, nvme_cache=cached) for cached in (True, False)]
+        window = max(scale_down_window_s(b.warm_node_s) for b in budgets)
+        keep = NODE_AUTOSCALER[cloud].empty_node_s
+        assert window < (keep if keep is not None else consolidate_after_s(budgets[1].total_s)), cloud
