@@ -193,9 +193,11 @@ def cluster_serving_runtime(plan: ModelRegionPlan, vendor: Vendor, image: str) -
     }
 
 
-def _selector(plan: ModelRegionPlan, cluster: ClusterTarget) -> dict[str, str]:
+def node_selector(plan: ModelRegionPlan, cloud: Cloud) -> dict[str, str]:
+    """The nodes a model's predictor selects: its pool's, and on a cloud that labels MIG
+    partitions (GKE), those of its slice's size."""
     selector = {POOL_LABEL: plan.pool}
-    partition_label = MIG_PARTITION_LABEL.get(cluster.cloud)
+    partition_label = MIG_PARTITION_LABEL.get(cloud)
     if partition_label and plan.slice.mode is SharingMode.MIG and plan.slice.mig_profile:
         selector[partition_label] = plan.slice.mig_profile
     return selector
@@ -236,7 +238,7 @@ def inference_service(plan: ModelRegionPlan, pool: PoolTarget, cluster: ClusterT
             "labels": labels,
             "annotations": {"rtip.dev/weights": f"{plan.catalog} {plan.quantization}",
                             pod.TIER_ANNOTATION: str(plan.tier)},
-            "nodeSelector": _selector(plan, cluster),
+            "nodeSelector": node_selector(plan, cluster.cloud),
             "tolerations": pod.tolerations(pool.taints),
             "topologySpreadConstraints": pod.spread({MODEL_LABEL: plan.model}),
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"},
@@ -375,6 +377,6 @@ __all__ = ["AUTOSCALER_CLASS", "CLOUD_POD_LABELS", "CLUSTER_SERVING_RUNTIME", "D
            "ModelManifests",
            "ModelRegionPlan",
            "PoolTarget", "cluster_serving_runtime", "inference_service", "local_model_cache",
-           "model_manifests", "models_watch_rule", "overdue", "pod_disruption_budget", "pod_monitor",
-           "pod_monitor_spec", "predictor_deployment",
+           "model_manifests", "models_watch_rule", "node_selector", "overdue", "pod_disruption_budget",
+           "pod_monitor", "pod_monitor_spec", "predictor_deployment",
            "runtime_image", "runtime_name", "scaled_object", "slo_rule"]

@@ -41,7 +41,7 @@ from typing import Any
 from serving._model_pod import device_memory_gb, gpu_memory_utilization
 from serving.activation import kv_cache_tokens, replica_reserve_gb
 from serving.autoscaling import SCRAPE_TIMEOUT_S
-from serving.deployments import MIG_PARTITION_LABEL, pod_monitor_spec, predictor_deployment
+from serving.deployments import node_selector, pod_monitor_spec, predictor_deployment
 from serving.drain import drain_limit_s
 from serving.failover import predictor_failover
 from serving.karpenter import consolidate_after_s
@@ -182,20 +182,13 @@ def _gpu_share(mp: ModelRegionPlan) -> float:
 def zones_kept(plan: Plan, mp: ModelRegionPlan) -> bool:
     """Whether other models keep a node that `mp`'s pods select in every zone of its pool, so
     each zone stays a domain of its zone spread (`FleetConfig.every_zone_a_domain`): a model in
-    the same region and pool (and, where the cloud labels MIG partitions, of the same profile:
-    the node selector, serving/deployments.py `_selector`) whose floor is one replica a zone or
-    more. Such a floor can still leave a zone between a scale-in and the next, which this
-    ignores; the node autoscaler keeps an emptied node minutes longer."""
-    zones = len(plan.region(mp.region).pool(mp.pool).zones)
-    by_profile = MIG_PARTITION_LABEL.get(plan.region(mp.region).cloud) is not None
-
-    def selects_same_nodes(other: ModelRegionPlan) -> bool:
-        if other.region != mp.region or other.pool != mp.pool:
-            return False
-        return not by_profile or other.slice.mig_profile == mp.slice.mig_profile
-
-    return any(other is not mp and other.min_replicas >= zones and selects_same_nodes(other)
-               for other in plan.models)
+    the same region with the same node selector (serving/deployments.py `node_selector`) whose
+    floor is one replica a zone or more. Such a floor can still leave a zone between a scale-in
+    and the next, which this ignores; the node autoscaler keeps an emptied node minutes longer."""
+    region = plan.region(mp.region)
+    zones, mine = len(region.pool(mp.pool).zones), node_selector(mp, region.cloud)
+    return any(other is not mp and other.region == mp.region and other.min_replicas >= zones
+               and node_selector(other, region.cloud) == mine for other in plan.models)
 
 
 def deployment(plan: Plan, mp: ModelRegionPlan) -> Deployment:

@@ -136,7 +136,7 @@ def test_no_run_of_the_prod_plan_placed_a_replica_while_a_zone_had_no_node() -> 
 
 def test_on_gke_a_model_of_another_mig_profile_keeps_no_zone() -> None:
     """GKE labels each node with its MIG partition size and the predictor selects it
-    (serving/deployments.py `_selector`), so in us-central1 the VL model's zones are kept by the
+    (serving/deployments.py `node_selector`), so in us-central1 the VL model's zones are kept by the
     3B on the same pool only while both run the same profile (2g.20gb in prod); given the 3B a
     3g.40gb slice, its nodes are others, and nothing keeps the VL model's zones."""
     plan = plan_of("prod")
