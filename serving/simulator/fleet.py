@@ -140,26 +140,28 @@ class Fleet:
             self.routable.remove(replica)
 
     # -- actions -------------------------------------------------------------------------------
+    @property
+    def _up(self) -> list[str]:
+        return [z for z in self.cfg.zones if z not in self.down_zones]
+
     def _with_nodes(self) -> list[str]:
         """The zones up holding a node of this fleet. A node counts from its launch, where the
         scheduler sees it once it has registered and is Ready (an older simplification)."""
         live = {n.zone for n in self.nodes if n.gone_s is None}
-        return [z for z in self.cfg.zones if z not in self.down_zones and z in live]
+        return [z for z in self._up if z in live]
 
     def _domains(self) -> list[str]:
         """The zones up the scheduler's zone spread counts: it takes its domains off the nodes
         that exist and that the pods select and tolerate (kubernetes podtopologyspread
         filtering.go `calPreFilterState`), so a zone whose last node of the pool is gone is none
         and a new replica may take a free slot in a zone already fuller than it."""
-        if self.cfg.every_zone_a_domain:
-            return [z for z in self.cfg.zones if z not in self.down_zones]
-        return self._with_nodes()
+        return self._up if self.cfg.every_zone_a_domain else self._with_nodes()
 
     def _fewest_zones(self, zones: list[str] | None = None) -> list[str]:
         """Those of `zones` (default: the zones up) with the fewest replicas starting or ready:
         where the spread lets one go."""
         if zones is None:
-            zones = [z for z in self.cfg.zones if z not in self.down_zones]
+            zones = self._up
             if not zones:
                 raise RuntimeError("every zone is down: no replica can start")
         counts = {z: sum(1 for r in self.replicas if r.zone == z and r.state in (STARTING, READY))
@@ -189,7 +191,7 @@ class Fleet:
         zones = self._fewest_zones()
         # Counted whether or not other models keep the zone a domain, so that a run shows when
         # the domains could have mattered at all.
-        self.narrowed += len(self._with_nodes()) < len(self.cfg.zones) - len(self.down_zones)
+        self.narrowed += len(self._with_nodes()) < len(self._up)
         cold = self.cfg.cold_start
         node = self._slot(self._fewest_zones(self._domains()))
         if node is not None:
@@ -197,8 +199,7 @@ class Fleet:
         else:
             out = set(self.cfg.failover.zones_out_of_pools)  # no new node there: the pools exclude it
             pinned = self.down_zones - out
-            up = [z for z in self.cfg.zones if z not in self.down_zones]
-            launchable = [z for z in zones if z not in out] or [z for z in up if z not in out]
+            launchable = [z for z in zones if z not in out] or [z for z in self._up if z not in out]
             if not launchable or (pinned and not self.cfg.failover.new_nodes_while_down):
                 # No node comes for it while a zone its pools still name is down: Pending, on a
                 # node that is never ready and never billed (not one of the fleet's nodes).
