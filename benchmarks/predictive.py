@@ -62,6 +62,7 @@ from serving.autoscaling import (  # noqa: E402
     in_flight_sum,
     with_lost_pods,
 )
+from serving.persistence import persistent  # noqa: E402
 from serving.simulator import Trace, load_azure_2023  # noqa: E402
 from serving.simulator.prometheus import NODE_ZONE_META  # noqa: E402
 from serving.zone_branch import PREDICT_WINDOW, predicted_load, survivor_share, zone_query  # noqa: E402
@@ -117,7 +118,7 @@ def variant_query(dep: Deployment, variant: str) -> str:
     fullest = fullest_zone(dep.plan.model, MODELS_NAMESPACE) if variant.startswith("drift-") else None
     branch = zone_query(in_flight_sum(a.selector), load_[0], load_[1], a.ceiling_qps / a.survivor_qps,
                         a.zones, a.threshold, fullest)
-    return with_lost_pods(branch, a.threshold, a.lost, a.min_replicas)
+    return with_lost_pods(persistent(branch, POLLING_INTERVAL_S), a.threshold, a.lost, a.min_replicas)
 
 
 def with_query(dep: Deployment, query: str) -> Deployment:

@@ -65,6 +65,10 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   1.5 %): its replacements came at 901 s, after the trace's sharpest burst (855-865 s, 3.4x its
   busiest minute's rate); with the term two were ready at 840 s and it lost 0.19 % (0.48 %
   before a replica lost while loading its model counted);
+- both branches count only load that has held for a minute, their lowest over the last
+  four scrapes (serving/persistence.py): a scrape's burst gone at the next had started replicas
+  that were ready minutes after it ended (the 3B's code run: 12 scale-ups, none needed). The
+  lost-pod term is added after, read at once;
 - AverageValue (the prometheus scaler's default metric type): desired = ceil(sum / target).
 """
 
@@ -77,6 +81,7 @@ from dataclasses import dataclass, field
 from serving._model_pod import MODEL_LABEL
 from serving.capacity import RegionReplicas, ReplicaCapacity, lost_zone_room
 from serving.kube_names import POD_DELETION
+from serving.persistence import PERSIST_S, persistent
 from serving.profiles import Profile
 from serving.scale_down import scale_down_window_s
 from serving.simulator.prometheus import SCRAPE_DURATION, UP, pod_target_label
@@ -335,7 +340,7 @@ def autoscaling(
                      f"fit, at most {replicas.headroom:.0%} growth), up to {ceiling_qps:g} req/s, at "
                      f"{survivor_qps:.2f} req/s each")
     lost = lost_pods(model, namespace)
-    query = with_lost_pods(query, threshold, lost, replicas.min_replicas)
+    query = with_lost_pods(persistent(query, POLLING_INTERVAL_S), threshold, lost, replicas.min_replicas)
     room = lost_zone_room(replicas.min_replicas, replicas.zones)
     notes = () if replicas.max_replicas - replicas.min_replicas >= room else (
         f"model {model}: max {replicas.max_replicas} leaves less than a zone's share of its floor "
@@ -356,6 +361,7 @@ def autoscaling(
         rationale=(f"target {threshold:g} requests in flight a replica: "
                    f"{capacity.qps:.2f} req/s a replica within the tier ({capacity.source}), "
                    f"less {replicas.headroom:.0%} headroom for growth during a cold start{zone_note}; "
+                   f"each at its lowest over the last {PERSIST_S} s (load that held, not a scrape's burst); "
                    f"and one more for each pod whose scrapes time out and that is not being deleted, "
                    f"which the ReplicaSet counts until it is evicted "
                    f"(baseline: 5 waiting, vLLM production-stack); a replica given back once "

@@ -40,7 +40,9 @@ def test_trigger_is_the_models_requests_in_flight() -> None:
     """The query, run by the simulated Prometheus, adds running and waiting over this model's
     pods only: 210 + 60 + 150 + 0 = 420, not the other model's or namespace's; below the floor's
     worth (2 replicas x the threshold) it reads that. (One zone: no zone-loss branch; the next
-    test covers it.)"""
+    test covers it.) Read at 15 s: the branches are read at the steps of a subquery aligned to
+    multiples of 15 s (serving/persistence.py), so at 12 s the newest step is 0 s, before the
+    scrape at 10 s, and the query is empty."""
     scaling, _, _ = _scaling(Tier.STANDARD, zones=1)
     assert scaling.min_replicas == 2 and 2 * scaling.threshold < 420
     for scale, want in ((1.0, 420.0), (0.1, 2 * scaling.threshold)):
@@ -51,7 +53,8 @@ def test_trigger_is_the_models_requests_in_flight() -> None:
             labels = (("model_name", model), ("namespace", ns), ("pod", pod))
             store.add(10.0, RUNNING, labels, running * scale)
             store.add(10.0, WAITING, labels, waiting * scale)
-        assert evaluate(scaling.query, store, 12.0) == {(): pytest.approx(want)}
+        assert evaluate(scaling.query, store, 15.0) == {(): pytest.approx(want)}
+        assert evaluate(scaling.query, store, 12.0) == {}
 
 
 def test_zone_branch_keeps_enough_replicas_to_lose_a_zone() -> None:

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from serving.autoscaling import RUNNING, SUCCESS, WAITING, completion_rate, in_flight_sum, with_lost_pods
+from serving.autoscaling import (
+    POLLING_INTERVAL_S,
+    RUNNING,
+    SUCCESS,
+    WAITING,
+    completion_rate,
+    in_flight_sum,
+    with_lost_pods,
+)
+from serving.persistence import persistent
 from serving.simulator.promql import Store, evaluate
 from serving.zone_branch import zone_query
 from tests import promtool
@@ -57,20 +66,21 @@ def test_the_5_minute_fit_is_the_plans_query_and_the_others_change_only_the_grow
     assert fit is not None and fit[1] == pytest.approx(1 / a.survivor_qps)
     rebuilt = zone_query(in_flight_sum(a.selector), fit[0], fit[1], a.ceiling_qps / a.survivor_qps, 3,
                          a.threshold)
-    assert with_lost_pods(rebuilt, a.threshold, a.lost, a.min_replicas) == plan_query
+    held = persistent(rebuilt, POLLING_INTERVAL_S)
+    assert with_lost_pods(held, a.threshold, a.lost, a.min_replicas) == plan_query
     assert bench.variant_query(dep, f"predict-{PREDICT_WINDOW}") == plan_query
     stated = bench.variant_load(dep, "stated")
     assert stated is not None and stated[1] == pytest.approx((1 + a.headroom) / a.survivor_qps)
     for variant in bench.VARIANTS:
         q = bench.variant_query(dep, variant)
-        assert q.startswith("clamp_min(clamp_min(ceil(clamp_max(") and q.endswith(tail)
+        assert q.startswith("clamp_min(min_over_time((clamp_min(ceil(clamp_max(") and q.endswith(tail)
         per = stated[1] if variant == "stated" else 1 / a.survivor_qps
         assert q.removesuffix(tail).endswith(f" * {round(per, 4):g}")
         assert ("predict_linear(" in q) == variant.startswith("predict-")
     # The drift variant: the plan's query with the drift term, S plus the fullest zone's serving
     # pods, beside the even spread's S Z / (Z - 1), and a PodMonitor that writes the zone.
     drift = bench.variant_deployment(dep, bench.DRIFT)
-    survivors = plan_query[len("clamp_min(clamp_min("):plan_query.index(" * 3 / 2 * ")]
+    survivors = plan_query[len("clamp_min(min_over_time((clamp_min("):plan_query.index(" * 3 / 2 * ")]
     fullest = ('max(count by (zone) (count by (namespace, pod, zone) '
                '(up{namespace="rtip-models",rtip_dev_model="llama-70b",zone!=""} == 1)))')
     assert drift.scaled_object["triggers"][0]["metadata"]["query"] == plan_query.replace(

@@ -59,6 +59,10 @@ QUERIES = [
     "deriv(queue[5m])",
     "max_over_time(rate(req_total[61s])[4m:1m])",
     "avg_over_time(sum(queue)[2m:30s])",
+    # The trigger's persistence (serving/persistence.py): a nested subquery's lowest recent step.
+    "min_over_time(clamp_min(predict_linear(sum(rate(req_total[61s]))[5m:15s], 700), "
+    "scalar(sum(rate(req_total[61s]))))[1m:15s])",
+    "min_over_time(queue[2m])",
 ]
 TIMES = ["7m7s", "12m52s", "17m3s", "22m44s", "31m8s", "38m11s"]
 
@@ -102,6 +106,7 @@ GRID_QUERIES = [
     "max_over_time(queue[2m])",
     "avg_over_time(sum(rate(req_total[1m]))[5m:15s])",
     "deriv(queue[3m])",
+    "min_over_time((sum(queue) + sum(rate(req_total[1m])))[1m:15s])",
 ]
 GRID_TIMES = ["7m", "10m", "12m45s", "20m", "31m"]
 
@@ -121,6 +126,27 @@ def test_on_the_scrape_grid_windows_leave_out_their_left_edge_as_prometheus_3s_d
         assert isinstance(closed, dict)
         edge_counts += any(closed[k] != pytest.approx(v, rel=1e-9, abs=1e-9) for k, v in got.items())
     assert edge_counts > 0
+
+
+def test_min_and_max_over_time_skip_nan_steps_as_prometheus_does(tmp_path: Path) -> None:
+    """g / h is 0 / 0 = NaN at 0, 15 and 60 s: Prometheus's min_over_time and max_over_time skip
+    such a step, and give NaN only where every step is (here at 15 s: steps 0 and 15). By hand
+    at 75 s: steps 30-75 read 5, 4, NaN, 3; min 3, max 5. The trigger meets this where the
+    in-flight sum is empty at a step (`scalar` of nothing is NaN)."""
+    series = {"g": "0 0 5 4 0 3 2", "h": "0 0 1 1 0 1 1"}
+    queries = [f"{f}((sum(g) / sum(h))[1m:15s])" for f in ("min_over_time", "max_over_time")]
+    pairs = [(q, t) for q in queries for t in ("15s", "30s", "1m15s", "1m30s")]
+    want = promtool.evaluate(series, pairs, tmp_path, interval="15s")
+    s = Store()
+    for name, notation in series.items():
+        for i, v in enumerate(expand(notation)):
+            s.add(i * STEP_S, name, (), v)
+    for (query, at), expected in zip(pairs, want, strict=True):
+        (got,) = evaluate(query, s, _seconds(at)).values()  # type: ignore[union-attr]
+        (value,) = expected.values()
+        assert got == pytest.approx(value, nan_ok=True), (query, at)
+    assert math.isnan(evaluate(queries[0], s, 15.0)[()])  # type: ignore[index]
+    assert evaluate(queries[0], s, 75.0) == {(): 3.0} and evaluate(queries[1], s, 75.0) == {(): 5.0}
 
 
 def test_the_memo_of_past_steps_gives_what_a_fresh_store_gives() -> None:

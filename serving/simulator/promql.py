@@ -2,7 +2,7 @@
 
 Enough PromQL for autoscaling queries: instant and range selectors with `=`, `!=`, `=~`, `!~`
 matchers; `sum`/`avg`/`max`/`min`/`count` with `by (...)` or `without (...)` in either position;
-`rate`, `increase`, `avg_over_time`, `max_over_time`, `present_over_time`, `deriv`,
+`rate`, `increase`, `avg_over_time`, `max_over_time`, `min_over_time`, `present_over_time`, `deriv`,
 `predict_linear`; `histogram_quantile`; `clamp_min`, `clamp_max`, `abs`, `ceil`, `floor`, `scalar`, `vector`,
 `time` (the evaluation time: the simulation's clock stands for Unix time);
 subqueries `expr[range:step]` (with their step); `+ - * /` between expressions and numbers, with

@@ -101,6 +101,23 @@ def _as_scalar(value: Value | RangeVector, what: str) -> float:
     return value
 
 
+def _extreme(lower: bool) -> Callable[[list[float]], float]:
+    """Prometheus's min_over_time / max_over_time (promql/functions.go): a step that is NaN
+    (0 / 0, or `scalar` of nothing) is skipped, so NaN only where every value is."""
+    def pick(values: list[float]) -> float:
+        out = values[0]
+        for v in values:
+            if math.isnan(out) or (v < out if lower else v > out):
+                out = v
+        return out
+    return pick
+
+
+_OVER_TIME: dict[str, Callable[[list[float]], float]] = {
+    "avg_over_time": lambda v: sum(v) / len(v), "max_over_time": _extreme(False),
+    "min_over_time": _extreme(True)}
+
+
 def _function(name: str, args: list[Node], query: str) -> Node:
     if name in ("rate", "increase"):
         arg = _range_arg(args, name, query)
@@ -120,9 +137,9 @@ def _function(name: str, args: list[Node], query: str) -> Node:
         # marker).
         arg = _range_arg(args, name, query)
         return lambda ev: dict.fromkeys(arg(ev), 1.0)  # type: ignore[arg-type]
-    if name in ("avg_over_time", "max_over_time"):
+    if name in _OVER_TIME:
         arg = _range_arg(args, name, query)
-        reduce = max if name == "max_over_time" else (lambda v: sum(v) / len(v))
+        reduce = _OVER_TIME[name]
         return lambda ev: {lab: reduce(vals) for lab, (_, vals) in arg(ev).items()}  # type: ignore[union-attr]
     if name == "deriv":
         arg = _range_arg(args, name, query)
