@@ -39,13 +39,12 @@ def zone_query(in_flight: str, load: str, per_survivor: float, ceiling: float, z
     fullest zone can hold more than ceil(R / Z). `fullest` (autoscaling.fullest_zone, the most
     pods serving in one zone) adds the drift term: at least S plus it, so that whichever zone is
     lost S serve on (evenly spread that is at most R, and the new replicas go to the emptier
-    zones). The plan leaves it out (None): over three draws of the eight Azure runs it cost 0 to
-    11.2 % more slice GPU-hours and changed no checklist verdict (benchmarks/zone_skew.py,
-    results/drift_term*.json). The one drifted moment that fails, the 70B's code run on the
-    second draw at 2,295 s (11 of 581 requests, 1.89 % against 1.49 %), fails with it too
-    (1.72 %): the survivors were never short there (S was 5, and 11 of 18 survive), and with
-    the zones kept even (a pod-deletion cost by zone, which the simulator can emulate) the same
-    moment still loses 9 of 581 (5 in flight on the lost zone): a thin window, not the drift."""
+    zones). The plan leaves it out (None): with the trigger read at once, over three draws of the
+    eight Azure runs it cost 0 to 13.3 % more slice GPU-hours and changed no checklist verdict
+    (benchmarks/zone_skew.py, results/drift_term*.json), and the one drifted moment that failed,
+    the 70B's code run on the second draw at 2,295 s, failed with it too: a thin window, not the
+    drift. Since the trigger counts only load that held a minute (serving/persistence.py) no run
+    of the three draws drifts at all (results/zone_skew*.json)."""
     survivors = f"ceil({survivor_share(load, per_survivor, ceiling)})"
     replicas = f"{survivors} * {zones} / {zones - 1}"
     if fullest is not None:

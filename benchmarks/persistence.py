@@ -1,0 +1,125 @@
+"""How long must load hold before the trigger acts on it? The plan's ScaledObject reads its load
+branches (requests in flight and the zone branch) at their lowest over the last minute
+(serving/persistence.py). This replays both Azure traces, as `benchmarks/autoscaling.py` plans
+and scales them, through that ScaledObject with the window replaced: 15 s (one scrape: the instant
+read, the simulator's autoscalers reading on the scrape grid) up to 120 s. Everything else (the
+lost-pod term, bounds, behavior) is the plan's.
+
+Each run is judged on the checklist as the autoscaling benchmark judges the plan (the SLO, the
+tail at the busiest minute, a zone lost as it begins and every 300 s while a whole zone-loss window
+is left: `autoscaling.passes_checklist`), and its slice GPU-hours are set against static
+provisioning at the plan's max (the issue's 0.7 x). Runs whose plan cannot scale (min = max) are
+skipped. Writes benchmarks/results/persistence.json (`--seed N`: persistence_seedN.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import autoscaling as bench  # noqa: E402
+import lost_pods  # noqa: E402
+from predictive import with_query  # noqa: E402
+
+from rtip.stackfile import load  # noqa: E402
+from serving.autoscaling import POLLING_INTERVAL_S  # noqa: E402
+from serving.persistence import PERSIST_S  # noqa: E402
+from serving.simulator import Trace, load_azure_2023  # noqa: E402
+from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "persistence.json"
+WINDOWS = (15, 30, 45, 60, 90, 120)
+
+
+def window_query(query: str, window_s: int) -> str:
+    """The plan's trigger `query` with its persistence window at `window_s`."""
+    emitted = f")[{PERSIST_S}s:{POLLING_INTERVAL_S}s])"
+    if query.count(emitted) != 1:
+        raise ValueError(f"the trigger has no single persistence window {emitted!r}: {query}")
+    return query.replace(emitted, f")[{window_s}s:{POLLING_INTERVAL_S}s])")
+
+
+def run(dep: Deployment, trace: Trace, window_s: int, static_gpu_h: float, pool: Executor) -> dict[str, Any]:
+    dep = with_query(dep, window_query(dep.scaled_object["triggers"][0]["metadata"]["query"], window_s))
+    got = bench.run(dep, trace, "plan")
+    at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
+    sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
+    return {"model": dep.plan.model, "window_s": window_s, "emitted": window_s == PERSIST_S,
+            "gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
+            "over_static_gpu_hours": round(got["gpu_hours"] / static_gpu_h, 3),
+            "replicas": got["replicas"], "time_to_scale": got["time_to_scale"],
+            "attainment": got["attainment"], "meets_slo": got["meets_slo"],
+            "tail_at_peak": got["tail_at_peak"]["status"],  # type: ignore[index]
+            "zone_loss_at_peak": {k: at_peak[k] for k in ("status", "bad_share", "error_budget")},
+            "zone_loss_any_moment": {k: sweep[k] for k in ("status", "passed", "moments", "worst")},
+            "passes_checklist": bench.passes_checklist({**got, "zone_loss": at_peak,
+                                                        "zone_loss_any_moment": sweep})}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stack", default="prod")
+    ap.add_argument("--traces", default=",".join(bench.TRACES), help="comma-separated: conv,code")
+    ap.add_argument("--windows", default=",".join(map(str, WINDOWS)),
+                    help=f"comma-separated seconds, multiples of the {POLLING_INTERVAL_S} s scrape")
+    ap.add_argument("--seed", type=int, default=0, help="the rate scaling's draw")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    try:
+        windows = [int(w) for w in args.windows.split(",") if w]
+    except ValueError:
+        ap.error(f"--windows: comma-separated whole seconds, got {args.windows!r}")
+    if not windows or any(w < POLLING_INTERVAL_S or w % POLLING_INTERVAL_S for w in windows):
+        ap.error(f"--windows: multiples of {POLLING_INTERVAL_S} s, got {args.windows!r}")
+    names = [t for t in args.traces.split(",") if t]
+    if not names or not set(names) <= set(bench.TRACES):
+        ap.error(f"--traces: one or more of {', '.join(bench.TRACES)}, got {args.traces!r}")
+    out = args.out or lost_pods.seeded(OUT, args.seed)
+    config = load(args.stack)
+    rows: list[dict[str, Any]] = []
+    started = time.monotonic()
+    print(f"{'model':10} {'trace':5} {'window':>6} {'GPU-h':>7} {'÷static':>7} {'SLO':>5} {'tail':>5} "
+          f"{'zone@peak':>15} {'sweep':>12}")
+    with ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
+                             mp_context=multiprocessing.get_context("fork")) as pool:
+        for name in names:
+            base = load_azure_2023(bench.TRACES[name])
+            plan, _ = bench.plan_for(config.platform, config.source, base, name)
+            for mp in select(plan, None):
+                if mp.min_replicas == mp.max_replicas:
+                    continue
+                dep = deployment(plan, mp)
+                trace = trace_for(mp, base, seed=args.seed)
+                trace = trace.window(0.0, 3600.0) if trace.duration_s > 3600.0 else trace
+                static = bench.run(dep, trace, "static-peak")["gpu_hours"]
+                for w in windows:
+                    r = {"trace": name, **run(dep, trace, w, static, pool)}  # type: ignore[arg-type]
+                    rows.append(r)
+                    z, s = r["zone_loss_at_peak"], r["zone_loss_any_moment"]
+                    print(f"{r['model']:10} {name:5} {w:>5}s {r['gpu_hours']:>7.2f} "
+                          f"{r['over_static_gpu_hours']:>7.3f} {r['meets_slo']!s:>5} {r['tail_at_peak']:>5} "
+                          f"{z['status']:>5} {z['bad_share']:>8.2%} {s['status']:>5} "
+                          f"{s['passed']}/{s['moments']}", flush=True)
+    doc = {"stack": args.stack, "seed": args.seed, "windows_s": windows, "emitted_s": PERSIST_S, "rows": rows,
+           "passing_every_run": [w for w in windows
+                                 if all(r["passes_checklist"] for r in rows if r["window_s"] == w)],
+           "seconds": round(time.monotonic() - started)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"windows passing every run: {doc['passing_every_run']}; wrote {out} in {doc['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
