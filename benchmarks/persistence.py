@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import os
 import sys
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +29,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import autoscaling as bench  # noqa: E402
 import lost_pods  # noqa: E402
 from predictive import with_query  # noqa: E402
+from replay import checklist_cells, replays, worker_pool  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import POLLING_INTERVAL_S  # noqa: E402
 from serving.persistence import PERSIST_S  # noqa: E402
-from serving.simulator import Trace, load_azure_2023  # noqa: E402
-from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
+from serving.simulator import Trace  # noqa: E402
+from stacks.simulation import Deployment  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "persistence.json"
 WINDOWS = (15, 30, 45, 60, 90, 120)
@@ -91,26 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print(f"{'model':10} {'trace':5} {'window':>6} {'GPU-h':>7} {'÷static':>7} {'SLO':>5} {'tail':>5} "
           f"{'zone@peak':>15} {'sweep':>12}")
-    with ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
-                             mp_context=multiprocessing.get_context("fork")) as pool:
-        for name in names:
-            base = load_azure_2023(bench.TRACES[name])
-            plan, _ = bench.plan_for(config.platform, config.source, base, name)
-            for mp in select(plan, None):
-                if mp.min_replicas == mp.max_replicas:
-                    continue
-                dep = deployment(plan, mp)
-                trace = trace_for(mp, base, seed=args.seed)
-                trace = trace.window(0.0, 3600.0) if trace.duration_s > 3600.0 else trace
-                static = bench.run(dep, trace, "static-peak")["gpu_hours"]
-                for w in windows:
-                    r = {"trace": name, **run(dep, trace, w, static, pool)}  # type: ignore[arg-type]
-                    rows.append(r)
-                    z, s = r["zone_loss_at_peak"], r["zone_loss_any_moment"]
-                    print(f"{r['model']:10} {name:5} {w:>5}s {r['gpu_hours']:>7.2f} "
-                          f"{r['over_static_gpu_hours']:>7.3f} {r['meets_slo']!s:>5} {r['tail_at_peak']:>5} "
-                          f"{z['status']:>5} {z['bad_share']:>8.2%} {s['status']:>5} "
-                          f"{s['passed']}/{s['moments']}", flush=True)
+    with worker_pool() as pool:
+        for name, mp, dep, trace in replays(config, names, args.seed):
+            if mp.min_replicas == mp.max_replicas:
+                continue
+            static = bench.run(dep, trace, "static-peak")["gpu_hours"]
+            for w in windows:
+                r = {"trace": name, **run(dep, trace, w, static, pool)}  # type: ignore[arg-type]
+                rows.append(r)
+                print(f"{r['model']:10} {name:5} {w:>5}s {r['gpu_hours']:>7.2f} "
+                      f"{r['over_static_gpu_hours']:>7.3f} {checklist_cells(r)}", flush=True)
     doc = {"stack": args.stack, "seed": args.seed, "windows_s": windows, "emitted_s": PERSIST_S, "rows": rows,
            "passing_every_run": [w for w in windows
                                  if all(r["passes_checklist"] for r in rows if r["window_s"] == w)],

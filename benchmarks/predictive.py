@@ -38,11 +38,9 @@ import argparse
 import copy
 import itertools
 import json
-import multiprocessing
-import os
 import sys
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -52,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import autoscaling as bench  # noqa: E402
+from replay import checklist_cells, replays, worker_pool  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import (  # noqa: E402
@@ -63,11 +62,11 @@ from serving.autoscaling import (  # noqa: E402
     with_lost_pods,
 )
 from serving.persistence import persistent  # noqa: E402
-from serving.simulator import Trace, load_azure_2023  # noqa: E402
+from serving.simulator import Trace  # noqa: E402
 from serving.simulator.prometheus import NODE_ZONE_META  # noqa: E402
 from serving.zone_branch import PREDICT_WINDOW, predicted_load, survivor_share, zone_query  # noqa: E402
 from stacks.naming import MODELS_NAMESPACE  # noqa: E402
-from stacks.simulation import Deployment, deployment, select  # noqa: E402
+from stacks.simulation import Deployment  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "predictive.json"
 WINDOWS = ("5m", "10m", "20m")
@@ -249,31 +248,21 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print(f"{'model':10} {'trace':5} {'variant':12} {'GPU-h':>7} {'rep mean/max':>13} {'SLO':>5} "
           f"{'tail':>5} {'zone@peak':>15} {'sweep':>12}")
-    with ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
-                             mp_context=multiprocessing.get_context("fork")) as pool:
-        for name in args.traces.split(","):
-            base = load_azure_2023(bench.TRACES[name])
-            plan, _ = bench.plan_for(config.platform, config.source, base, name)
-            for mp in select(plan, None):
-                if (models and mp.model not in models) or mp.min_replicas == mp.max_replicas:
-                    continue
-                dep = deployment(plan, mp)
-                # trace_for's scaling (by rate, on the trace's own clock), with the draw chosen.
-                trace = base.rate_scaled_to_peak(mp.peak_qps, seed=args.seed)
-                trace = trace.window(0.0, args.window) if trace.duration_s > args.window else trace
-                these = []
-                # A window equal to the model's own is its `plan` run, not a second one.
-                own = list(dict.fromkeys(None if w == plan_window_s(dep) else w for w in windows))
-                for variant, window in itertools.product(variants, own):
-                    r = {"trace": name, **run(dep, trace, variant, pool, window)}
-                    these.append(r)
-                    z, s = r["zone_loss_at_peak"], r["zone_loss_any_moment"]
-                    print(f"{r['model']:10} {name:5} {r['variant']:12} {r['gpu_hours']:>7.2f} "
-                          f"{r['replicas']['mean']:>8.1f}/{r['replicas']['max']:<4} {r['meets_slo']!s:>5} "
-                          f"{r['tail_at_peak']:>5} {z['status']:>5} {z['bad_share']:>8.2%} "
-                          f"{s['status']:>5} {s['passed']}/{s['moments']}", flush=True)
-                rows.extend(these)
-                verdicts.append(verdict(these))
+    with worker_pool() as pool:
+        for name, mp, dep, trace in replays(config, args.traces.split(","), args.seed, args.window):
+            if (models and mp.model not in models) or mp.min_replicas == mp.max_replicas:
+                continue
+            these = []
+            # A window equal to the model's own is its `plan` run, not a second one.
+            own = list(dict.fromkeys(None if w == plan_window_s(dep) else w for w in windows))
+            for variant, window in itertools.product(variants, own):
+                r = {"trace": name, **run(dep, trace, variant, pool, window)}
+                these.append(r)
+                print(f"{r['model']:10} {name:5} {r['variant']:12} {r['gpu_hours']:>7.2f} "
+                      f"{r['replicas']['mean']:>8.1f}/{r['replicas']['max']:<4} {checklist_cells(r)}",
+                      flush=True)
+            rows.extend(these)
+            verdicts.append(verdict(these))
     doc = {"stack": args.stack, "window_s": args.window, "seed": args.seed, "variants": variants,
            "scale_down_s": ["plan" if w is None else str(w) for w in windows],
            "rows": rows, "verdicts": verdicts, "seconds": round(time.monotonic() - started)}

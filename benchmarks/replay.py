@@ -1,0 +1,53 @@
+"""What the plan-replaying benchmarks share: each prod model's first region on each Azure trace,
+planned and scaled as `benchmarks/autoscaling.py` replays it, and a worker per usable core."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import autoscaling as bench  # noqa: E402
+
+from serving.simulator import Trace, load_azure_2023  # noqa: E402
+from stacks.model_plan import ModelRegionPlan  # noqa: E402
+from stacks.simulation import Deployment, deployment, select, trace_for  # noqa: E402
+
+
+def replays(config: Any, names: list[str], seed: int = 0, window_s: float = 3600.0,
+            ) -> Iterator[tuple[str, ModelRegionPlan, Deployment, Trace]]:
+    """(trace name, model plan, deployment, its trace) for every model of `config`'s stack on each
+    trace of `names`: the stack planned for that trace (`autoscaling.plan_for`), the trace scaled
+    by rate to the model's peak (draw `seed`) and cut to `window_s`."""
+    for name in names:
+        base = load_azure_2023(bench.TRACES[name])
+        plan, _ = bench.plan_for(config.platform, config.source, base, name)
+        for mp in select(plan, None):
+            trace = trace_for(mp, base, seed=seed)
+            yield name, mp, deployment(plan, mp), (trace.window(0.0, window_s) if trace.duration_s > window_s
+                                                   else trace)
+
+
+def worker_pool() -> ProcessPoolExecutor:
+    """A process per usable core, forked so the workers start with the modules loaded."""
+    return ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
+                               mp_context=multiprocessing.get_context("fork"))
+
+
+def checklist_cells(row: dict[str, Any]) -> str:
+    """A judged replay's checklist as printed columns: SLO, tail at peak, the zone lost at the
+    busiest minute (status, share) and the sweep (status, moments passed)."""
+    z, s = row["zone_loss_at_peak"], row["zone_loss_any_moment"]
+    return (f"{row['meets_slo']!s:>5} {row['tail_at_peak']:>5} {z['status']:>5} {z['bad_share']:>8.2%} "
+            f"{s['status']:>5} {s['passed']}/{s['moments']}")
+
+
+__all__ = ["checklist_cells", "replays", "worker_pool"]
