@@ -4,6 +4,9 @@ Its load branches, requests in flight and the zone branch, are read at their low
 last PERSIST_S at the scrape interval: `min_over_time((branches)[60s:15s])`, the four scrapes
 in (t - 60 s, t] (Prometheus 3's windows are left-open; tests/test_promql_subquery.py holds the
 simulator's reading to promtool's). That is the highest load that held at every one of them.
+Prometheus aligns a subquery's steps to multiples of its step, not to a target's scrapes, so in a
+cluster the last step can miss the newest scrape by up to one interval (the simulator scrapes on
+that grid and does not model it); the lost-pod term, outside the subquery, is not delayed.
 
 Why: a replica the HPA adds serves a warm start later (198-420 s on the prod plans; a cold start
 with a new node, 700 s and more), and the scale-down window then holds it for another warm start.
