@@ -8,7 +8,7 @@ Prometheus aligns a subquery's steps to multiples of its step, not to a target's
 cluster the last step can miss the newest scrape by up to one interval (the simulator scrapes on
 that grid and does not model it); the lost-pod term, outside the subquery, is not delayed.
 
-Why: a replica the HPA adds serves a warm start later (198-420 s on the prod plans; a cold start
+Why: a replica the HPA adds serves a warm start later (199-327 s on the prod plans; a cold start
 with a new node, 700 s and more), and the scale-down window then holds it for another warm start.
 A load seen at one scrape and gone at the next was over long before it could serve. Read
 instantly, the code trace's bursts started such replicas all hour: the 3B's plan made 12
@@ -22,9 +22,10 @@ a scale-up can reach in time; a rise that holds a minute is acted on.
 
 Its price: a sustained rise is acted on three scrapes (45 s) later than at its first. The
 headroom does not count that delay, nor the poll and the HPA's sync that were already there; the
-benchmarks replay them (every zone-loss moment and the tail during scale-up, both Azure traces,
-three draws: benchmarks/results/autoscaling*.json). Against the instant read on the first
-draw (benchmarks/persistence.py, results/persistence.json), slice GPU-hours over static at max
+benchmarks replay them (every zone-loss moment and the tail during scale-up, three draws of the
+conversation trace and two of the code trace: benchmarks/results/autoscaling*.json). Against
+the instant read on the first draw (benchmarks/persistence.py, results/persistence.json), slice
+GPU-hours over static at max
 went from 0.717 / 0.674 / 0.771 / 0.647 to 0.661 / 0.621 / 0.689 / 0.607 on the conversation
 trace (70B / 8B / VL / 3B) and from 0.578 / 0.619 / 0.578 / 0.751 to 0.531 / 0.500 / 0.500 /
 0.600 on the code trace, every checklist item passing. Two scrapes (30 s) left the VL model's
