@@ -28,29 +28,23 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import autoscaling as bench  # noqa: E402
 import lost_pods  # noqa: E402
-from predictive import with_query  # noqa: E402
-from replay import checklist_cells, replays, worker_pool  # noqa: E402
+from predictive import variant_query  # noqa: E402
+from replay import checklist_cells, replays, with_query, worker_pool  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import POLLING_INTERVAL_S  # noqa: E402
 from serving.persistence import PERSIST_S  # noqa: E402
 from serving.simulator import Trace  # noqa: E402
+from serving.zone_branch import PREDICT_WINDOW  # noqa: E402
 from stacks.simulation import Deployment  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "persistence.json"
 WINDOWS = (15, 30, 45, 60, 90, 120)
-
-
-def window_query(query: str, window_s: int) -> str:
-    """The plan's trigger `query` with its persistence window at `window_s`."""
-    emitted = f")[{PERSIST_S}s:{POLLING_INTERVAL_S}s])"
-    if query.count(emitted) != 1:
-        raise ValueError(f"the trigger has no single persistence window {emitted!r}: {query}")
-    return query.replace(emitted, f")[{window_s}s:{POLLING_INTERVAL_S}s])")
+EMITTED = f"predict-{PREDICT_WINDOW}"  # the plan's growth term: its query, rebuilt with each window
 
 
 def run(dep: Deployment, trace: Trace, window_s: int, static_gpu_h: float, pool: Executor) -> dict[str, Any]:
-    dep = with_query(dep, window_query(dep.scaled_object["triggers"][0]["metadata"]["query"], window_s))
+    dep = with_query(dep, variant_query(dep, EMITTED, window_s))
     got = bench.run(dep, trace, "plan")
     at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
     sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)

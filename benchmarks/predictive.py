@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import autoscaling as bench  # noqa: E402
-from replay import checklist_cells, replays, worker_pool  # noqa: E402
+from replay import checklist_cells, replays, with_query, worker_pool  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import (  # noqa: E402
@@ -61,7 +61,7 @@ from serving.autoscaling import (  # noqa: E402
     in_flight_sum,
     with_lost_pods,
 )
-from serving.persistence import persistent  # noqa: E402
+from serving.persistence import PERSIST_S, persistent  # noqa: E402
 from serving.simulator import Trace  # noqa: E402
 from serving.simulator.prometheus import NODE_ZONE_META  # noqa: E402
 from serving.zone_branch import PREDICT_WINDOW, predicted_load, survivor_share, zone_query  # noqa: E402
@@ -106,24 +106,24 @@ def variant_survivors(dep: Deployment, variant: str) -> str:
     return survivor_share(load_[0], load_[1], a.ceiling_qps / a.survivor_qps)
 
 
-def variant_query(dep: Deployment, variant: str) -> str:
-    """The plan's trigger query with the zone branch's growth term as `variant` has it."""
+def variant_query(dep: Deployment, variant: str, persist_s: int = PERSIST_S) -> str:
+    """The plan's trigger query with the zone branch's growth term as `variant` has it, its load
+    branches held over `persist_s` (serving/persistence.py; the plan's own by default)."""
     a = dep.plan.autoscaling
     load_ = variant_load(dep, variant)
     if load_ is None or a.ceiling_qps is None or a.survivor_qps is None:
+        if persist_s != PERSIST_S:
+            raise ValueError(f"{a.model} has no zone branch to rebuild with another persistence window")
         return a.query
     # The branch asks for ceil(S Z / (Z - 1)), S = ceil(load x per survivor); with the drift
     # term, S plus the fullest zone's serving pods where that is more.
     fullest = fullest_zone(dep.plan.model, MODELS_NAMESPACE) if variant.startswith("drift-") else None
     branch = zone_query(in_flight_sum(a.selector), load_[0], load_[1], a.ceiling_qps / a.survivor_qps,
                         a.zones, a.threshold, fullest)
-    return with_lost_pods(persistent(branch, POLLING_INTERVAL_S), a.threshold, a.lost, a.min_replicas)
+    held = persistent(branch, POLLING_INTERVAL_S, persist_s)
+    return with_lost_pods(held, a.threshold, a.lost, a.min_replicas)
 
 
-def with_query(dep: Deployment, query: str) -> Deployment:
-    scaled = copy.deepcopy(dep.scaled_object)
-    scaled["triggers"][0]["metadata"]["query"] = query
-    return replace(dep, scaled_object=scaled)
 
 
 def with_node_zone(spec: dict[str, Any]) -> dict[str, Any]:

@@ -3,11 +3,13 @@ planned and scaled as `benchmarks/autoscaling.py` replays it, and a worker per u
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,13 @@ def worker_pool() -> ProcessPoolExecutor:
                                mp_context=multiprocessing.get_context("fork"))
 
 
+def with_query(dep: Deployment, query: str) -> Deployment:
+    """`dep` with its ScaledObject's trigger query replaced by `query`."""
+    scaled = copy.deepcopy(dep.scaled_object)
+    scaled["triggers"][0]["metadata"]["query"] = query
+    return replace(dep, scaled_object=scaled)
+
+
 def checklist_cells(row: dict[str, Any]) -> str:
     """A judged replay's checklist as printed columns: SLO, tail at peak, the zone lost at the
     busiest minute (status, share) and the sweep (status, moments passed)."""
@@ -50,4 +59,4 @@ def checklist_cells(row: dict[str, Any]) -> str:
             f"{s['status']:>5} {s['passed']}/{s['moments']}")
 
 
-__all__ = ["checklist_cells", "replays", "worker_pool"]
+__all__ = ["checklist_cells", "replays", "with_query", "worker_pool"]

@@ -59,7 +59,7 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   PodMonitor's timeout is 10 s) instead of the eviction. It cannot pass max,
   so a fleet at max gains nothing. The HPA holds the raised count for its scale-down window, so
   once the eviction frees the lost pods the ReplicaSet starts as many again, and they go after
-  about a warm start: 0 to +4.3 % slice GPU-hours in a run that loses a zone over the cases of
+  about a warm start: 0 to +3.9 % slice GPU-hours in a run that loses a zone over the cases of
   benchmarks/lost_pods.py (on EKS the extra replicas only take free slots), the price of
   replacements a minute sooner. A zone
   lost at 600 s of the code trace had cost the VL model 2.21 % of the window's requests (budget

@@ -2,8 +2,9 @@
 
 Its load branches, requests in flight and the zone branch, are read at their lowest over the
 last PERSIST_S at the scrape interval: `min_over_time((branches)[60s:15s])`, the four scrapes
-in (t - 60 s, t] (Prometheus 3's windows are left-open; tests/test_promql_subquery.py holds the
-simulator's reading to promtool's). That is the highest load that held at every one of them.
+in (t - 60 s, t] (Prometheus from 3.0.1 leaves a subquery's range open on the left, PR 15431;
+tests/test_promql_subquery.py holds the simulator's reading to promtool's). That is the highest
+load that held at every one of them.
 Prometheus aligns a subquery's steps to multiples of its step, not to a target's scrapes, so in a
 cluster the last step can miss the newest scrape by up to one interval (the simulator scrapes on
 that grid and does not model it); the lost-pod term, outside the subquery, is not delayed.
@@ -13,7 +14,7 @@ with a new node, 700 s and more), and the scale-down window then holds it for an
 A load seen at one scrape and gone at the next was over long before it could serve. Read
 instantly, the code trace's bursts started such replicas all hour: the 3B's plan made 12
 scale-ups (15 replicas), each on one scrape's requests in flight (12 to 17, 133 at the trace's
-sharpest burst, 870 s) that were gone 15 s later and not one of them needed, 0.17 of its 0.90
+sharpest burst, 870 s) that were gone 15 s later and not one of them needed, 0.18 of its 0.90
 slice GPU-hours; on the conversation trace the VL model's zone branch stepped from 3 to 5 on one
 poll's fit and fell back the next. The plan sizes at a minute's resolution: its growth headroom
 comes from per-minute growth tables (serving/burst.py) and the tier's burst headroom is its

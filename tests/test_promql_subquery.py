@@ -131,8 +131,8 @@ def test_on_the_scrape_grid_windows_leave_out_their_left_edge_as_prometheus_3s_d
 def test_min_and_max_over_time_skip_nan_steps_as_prometheus_does(tmp_path: Path) -> None:
     """g / h is 0 / 0 = NaN at 0, 15 and 60 s: Prometheus's min_over_time and max_over_time skip
     such a step, and give NaN only where every step is (here at 15 s: steps 0 and 15). By hand
-    at 75 s: steps 30-75 read 5, 4, NaN, 3; min 3, max 5. The trigger meets this where the
-    in-flight sum is empty at a step (`scalar` of nothing is NaN)."""
+    at 75 s: steps 30-75 read 5, 4, NaN, 3; min 3, max 5; at 60 s (below) a NaN comes first. The
+    trigger meets this where the in-flight sum is empty at a step (`scalar` of nothing is NaN)."""
     series = {"g": "0 0 5 4 0 3 2", "h": "0 0 1 1 0 1 1"}
     queries = [f"{f}((sum(g) / sum(h))[1m:15s])" for f in ("min_over_time", "max_over_time")]
     pairs = [(q, t) for q in queries for t in ("15s", "30s", "1m15s", "1m30s")]
@@ -147,6 +147,9 @@ def test_min_and_max_over_time_skip_nan_steps_as_prometheus_does(tmp_path: Path)
         assert got == pytest.approx(value, nan_ok=True), (query, at)
     assert math.isnan(evaluate(queries[0], s, 15.0)[()])  # type: ignore[index]
     assert evaluate(queries[0], s, 75.0) == {(): 3.0} and evaluate(queries[1], s, 75.0) == {(): 5.0}
+    # At 60 s the steps 15-60 read NaN, 5, 4, NaN: a NaN first (where plain min and max would
+    # stop) is skipped too, so min 4 and max 5.
+    assert evaluate(queries[0], s, 60.0) == {(): 4.0} and evaluate(queries[1], s, 60.0) == {(): 5.0}
 
 
 def test_the_memo_of_past_steps_gives_what_a_fresh_store_gives() -> None:
