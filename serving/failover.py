@@ -70,7 +70,7 @@ health checks fail); and the model's picker leader in the lost zone, the worst o
 the plan's runs; `Failover.picker_stall_s` measures it in benchmarks/failover.py). Only the
 leader is Ready (epplib v1.5.0, `--ha-enable-leader-election` with two replicas), and the
 standby takes the lease and is a Ready endpoint 17-22 s after the loss (controller-runtime's 15
-s lease), so even a clean handover fails the model's requests for about 21 s: 3.4-12.3 % of the
+s lease), so even a clean handover fails the model's requests for about 21 s: 3.5-12.1 % of the
 zone-loss window in benchmarks/failover.py's seven cases, against budgets of 1.1-2 %. And it is
 not clean: the AI Gateway (v1.1.0 `inferencepool.go`) reaches the picker over one STRICT_DNS
 cluster on its ClusterIP Service, HTTP/2 without keepalive, and its ext_proc filter runs in
