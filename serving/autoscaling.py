@@ -69,7 +69,7 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   first burst);
 - both branches count only load that has held for a minute, their lowest over the last
   four scrapes (serving/persistence.py): a scrape's burst gone at the next had started replicas
-  that were ready minutes after it ended (the 3B's code run: 12 scale-ups, none needed). The
+  that were ready minutes after it ended (the 3B's code run: 12 replicas, none needed). The
   lost-pod term is added after, read at once;
 - AverageValue (the prometheus scaler's default metric type): desired = ceil(sum / target).
 """

@@ -12,11 +12,13 @@ that grid and does not model it); the lost-pod term, outside the subquery, is no
 Why: a replica the HPA adds serves a warm start later (199-327 s on the prod plans; a cold start
 with a new node, 700 s and more), and the scale-down window then holds it for another warm start.
 A load seen at one scrape and gone at the next was over long before it could serve. Read
-instantly, the code trace's bursts started such replicas all hour: the 3B's plan made 12
-scale-ups (15 replicas), each on one scrape's requests in flight (12 to 17, 133 at the trace's
-sharpest burst, 870 s) that were gone 15 s later and not one of them needed, 0.18 of its 0.90
-slice GPU-hours; on the conversation trace the VL model's zone branch stepped from 3 to 5 on one
-poll's fit and fell back the next. The plan sizes at a minute's resolution: its growth headroom
+instantly, the code trace's bursts started such replicas all hour: the 3B's plan made 8
+scale-ups that started 12 replicas (`time_to_scale` in results/persistence.json's 15 s row),
+each on one scrape's requests in flight (12 to 17, 133 at the trace's sharpest burst, 870 s, read
+off an instrumented replay) that were gone 15 s later, and not one of them was needed: 0.18 of
+its 0.90 slice GPU-hours (its 60 s row holds the floor of 3 on 0.72); on the conversation trace
+the VL model's zone branch stepped from 3 to 5 on one poll's fit and fell back the next. The
+plan sizes at a minute's resolution: its growth headroom
 comes from per-minute growth tables (serving/burst.py) and the tier's burst headroom is its
 margin for what a minute's mean hides. A rise shorter than a minute is what those hold, not what
 a scale-up can reach in time; a rise that holds a minute is acted on.
