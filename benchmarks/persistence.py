@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import autoscaling as bench  # noqa: E402
 import lost_pods  # noqa: E402
 from predictive import variant_query  # noqa: E402
-from replay import checklist_cells, replays, with_query, worker_pool  # noqa: E402
+from replay import checklist_cells, judged, replays, with_query, worker_pool  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import POLLING_INTERVAL_S  # noqa: E402
@@ -45,19 +45,9 @@ EMITTED = f"predict-{PREDICT_WINDOW}"  # the plan's growth term: its query, rebu
 
 def run(dep: Deployment, trace: Trace, window_s: int, static_gpu_h: float, pool: Executor) -> dict[str, Any]:
     dep = with_query(dep, variant_query(dep, EMITTED, window_s))
-    got = bench.run(dep, trace, "plan")
-    at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
-    sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
+    row = judged(dep, trace, pool)
     return {"model": dep.plan.model, "window_s": window_s, "emitted": window_s == PERSIST_S,
-            "gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
-            "over_static_gpu_hours": round(got["gpu_hours"] / static_gpu_h, 3),
-            "replicas": got["replicas"], "time_to_scale": got["time_to_scale"],
-            "attainment": got["attainment"], "meets_slo": got["meets_slo"],
-            "tail_at_peak": got["tail_at_peak"]["status"],  # type: ignore[index]
-            "zone_loss_at_peak": {k: at_peak[k] for k in ("status", "bad_share", "error_budget")},
-            "zone_loss_any_moment": {k: sweep[k] for k in ("status", "passed", "moments", "worst")},
-            "passes_checklist": bench.passes_checklist({**got, "zone_loss": at_peak,
-                                                        "zone_loss_any_moment": sweep})}
+            "over_static_gpu_hours": round(row["gpu_hours"] / static_gpu_h, 3), **row}
 
 
 def main(argv: list[str] | None = None) -> int:

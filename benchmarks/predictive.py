@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import autoscaling as bench  # noqa: E402
-from replay import checklist_cells, replays, with_query, worker_pool  # noqa: E402
+from replay import checklist_cells, judged, replays, with_query, worker_pool  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import (  # noqa: E402
@@ -165,21 +165,11 @@ def run(dep: Deployment, trace: Trace, variant: str, pool: Executor | None,
     """One replay of `variant` at scale-down window `scale_down_s` (None: the plan's), judged."""
     planned = plan_window_s(dep)
     dep = with_scale_down(variant_deployment(dep, variant), scale_down_s)
-    got = bench.run(dep, trace, "plan")
-    at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
-    sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
-    passes = bench.passes_checklist({**got, "zone_loss": at_peak, "zone_loss_any_moment": sweep})
     query = dep.scaled_object["triggers"][0]["metadata"]["query"]
     name = variant if scale_down_s is None else f"{variant}@{scale_down_s}s"
     return {"model": dep.plan.model, "variant": name,
             "scale_down_s": planned if scale_down_s is None else scale_down_s,
-            "plan_window": scale_down_s is None, "query": query,
-            "gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
-            "replicas": got["replicas"], "attainment": got["attainment"], "meets_slo": got["meets_slo"],
-            "tail_at_peak": got["tail_at_peak"]["status"],  # type: ignore[index]
-            "zone_loss_at_peak": {k: at_peak[k] for k in ("status", "bad_share", "error_budget")},
-            "zone_loss_any_moment": {k: sweep[k] for k in ("status", "passed", "moments", "worst")},
-            "passes_checklist": passes}
+            "plan_window": scale_down_s is None, "query": query, **judged(dep, trace, pool)}
 
 
 def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:

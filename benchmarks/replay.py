@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,23 @@ def with_query(dep: Deployment, query: str) -> Deployment:
     return replace(dep, scaled_object=scaled)
 
 
+def judged(dep: Deployment, trace: Trace, pool: Executor | None) -> dict[str, Any]:
+    """The plan's ScaledObject in `dep` replayed over `trace` and judged on the whole checklist as
+    the autoscaling benchmark judges the plan: its figures, the zone lost at the busiest minute,
+    the sweep, and whether all pass."""
+    got = bench.run(dep, trace, "plan")
+    at_peak = bench.zone_loss_at_peak(dep, trace, "plan")
+    sweep = bench.zone_loss_sweep(dep, trace, "plan", pool)
+    return {"gpu_hours": got["gpu_hours"], "node_gpu_hours": got["node_gpu_hours"],
+            "replicas": got["replicas"], "time_to_scale": got["time_to_scale"],
+            "attainment": got["attainment"], "meets_slo": got["meets_slo"],
+            "tail_at_peak": got["tail_at_peak"]["status"],  # type: ignore[index]
+            "zone_loss_at_peak": {k: at_peak[k] for k in ("status", "bad_share", "error_budget")},
+            "zone_loss_any_moment": {k: sweep[k] for k in ("status", "passed", "moments", "worst")},
+            "passes_checklist": bench.passes_checklist({**got, "zone_loss": at_peak,
+                                                        "zone_loss_any_moment": sweep})}
+
+
 def checklist_cells(row: dict[str, Any]) -> str:
     """A judged replay's checklist as printed columns: SLO, tail at peak, the zone lost at the
     busiest minute (status, share) and the sweep (status, moments passed)."""
@@ -59,4 +76,4 @@ def checklist_cells(row: dict[str, Any]) -> str:
             f"{s['status']:>5} {s['passed']}/{s['moments']}")
 
 
-__all__ = ["checklist_cells", "replays", "with_query", "worker_pool"]
+__all__ = ["checklist_cells", "judged", "replays", "with_query", "worker_pool"]
