@@ -368,7 +368,8 @@ def plan_for(platform: dict[str, Any], source: str, trace: Trace, name: str = "c
 def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
          policies: tuple[str, ...] = POLICIES, models: list[str] | None = None,
          zone_loss: bool = True, pool: Executor | None = None,
-         autoscale_offset_s: float = 0.0, seed: int = 0) -> list[dict[str, object]]:
+         autoscale_offset_s: float = 0.0, seed: int = 0,
+         scrape_phase_s: float = 0.0) -> list[dict[str, object]]:
     out = []
     for tname, base in traces.items():
         plan = plans[tname]
@@ -376,7 +377,8 @@ def rows(plans: dict[str, Plan], traces: dict[str, Trace], window_s: float,
             if models and mp.model not in models:
                 continue
             # Only the policies whose autoscaler reads Prometheus (`reads_scrapes`) read it late.
-            dep = replace(deployment(plan, mp), autoscale_offset_s=autoscale_offset_s)
+            dep = replace(deployment(plan, mp), autoscale_offset_s=autoscale_offset_s,
+                          scrape_phase_s=scrape_phase_s)
             trace = trace_for(mp, base, seed=seed)
             trace = trace.window(0.0, window_s) if trace.duration_s > window_s else trace
             plan_gpu_h = math.inf
@@ -411,12 +413,14 @@ def _line(r: dict[str, Any]) -> str:
             f"{reps['min']:>5}/{reps['mean']:>5.2f}/{reps['max']:<4} {tts['count']:>9} {ready:>8}")
 
 
-def out_path(offset_s: float, seed: int = 0, traces: tuple[str, ...] = tuple(TRACES)) -> Path:
+def out_path(offset_s: float, seed: int = 0, traces: tuple[str, ...] = tuple(TRACES),
+             phase_s: float = 0.0) -> Path:
     """Where a run writes by default: the freshest read of the first draw of every trace is the
-    published table; a lagged read's, another draw's or fewer traces' goes beside it, never over
-    it."""
+    published table; a lagged read's, a scrape phase's, another draw's or fewer traces' goes
+    beside it, never over it."""
     name = ("autoscaling" + ("" if set(traces) == set(TRACES) else "_" + "_".join(traces))
-            + (f"_offset{offset_s:g}s" if offset_s else "") + (f"_seed{seed}" if seed else ""))
+            + (f"_offset{offset_s:g}s" if offset_s else "") + (f"_phase{phase_s:g}s" if phase_s else "")
+            + (f"_seed{seed}" if seed else ""))
     return OUT.with_name(f"{name}.json")
 
 
@@ -427,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT}")
     ap.add_argument("--plot", type=Path, default=None,
                     help=f"bar chart of GPU-hours per policy (PNG; default {PLOT}, none with an offset)")
+    ap.add_argument("--scrape-phase", type=float, default=0.0,
+                    help="seconds past the subqueries' 15 s grid the scrapes fall (0: on it, so the "
+                         "persistence's last step holds the newest scrape; past it, the one before)")
     ap.add_argument("--autoscale-offset", type=float, default=0.0,
                     help="seconds after each scrape the autoscalers read (the simulator's default 0 is "
                          "the freshest read; a cluster's falls anywhere within a scrape interval)")
@@ -441,8 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= offset < POLLING_INTERVAL_S:
         ap.error(f"--autoscale-offset: from 0 to under the scrape interval ({POLLING_INTERVAL_S} s), "
                  f"got {offset:g}")
+    phase = args.scrape_phase
+    if not 0 <= phase < POLLING_INTERVAL_S:
+        ap.error(f"--scrape-phase: from 0 to under the scrape interval ({POLLING_INTERVAL_S} s), "
+                 f"got {phase:g}")
     if args.out is None:
-        args.out = out_path(offset, args.seed, tuple(names))
+        args.out = out_path(offset, args.seed, tuple(names), phase)
     if args.plot is None and args.out.resolve() == OUT:
         args.plot = PLOT
     config = load(args.stack)
@@ -454,9 +465,10 @@ def main(argv: list[str] | None = None) -> int:
     # the workers start with the modules loaded; each job still pickles its deployment and trace).
     with ProcessPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
                              mp_context=multiprocessing.get_context("fork")) as pool:
-        result = rows(plans, traces, args.window, pool=pool, autoscale_offset_s=offset, seed=args.seed)
+        result = rows(plans, traces, args.window, pool=pool, autoscale_offset_s=offset, seed=args.seed,
+                      scrape_phase_s=phase)
     doc = {"stack": args.stack, "window_s": args.window, "router": "least-loaded",
-           "autoscale_offset_s": offset, "seed": args.seed,
+           "autoscale_offset_s": offset, "scrape_phase_s": phase, "seed": args.seed,
            "policies": {"plan": "the plan's ScaledObject", "static-peak": "max replicas",
                         "static-at-peak": "ceil(peak / sized rate) replicas, spread over the zones",
                         "keda-tutorial": f"waiting > {TUTORIAL_THRESHOLD}/replica, polling "

@@ -98,6 +98,7 @@ class Deployment:
     device_memory_gb: float  # what one device reports to vLLM
     memory_utilization: float  # --gpu-memory-utilization of the pod
     autoscale_offset_s: float = 0.0  # SimConfig's: the autoscaler reads at the scrapes' instants
+    scrape_phase_s: float = 0.0  # SimConfig's: the scrapes fall on the subqueries' steps
     # The spec of the PodMonitor Prometheus scrapes the model by; None: the emitted one.
     pod_monitor: dict[str, Any] | None = None
 
@@ -125,7 +126,8 @@ class Deployment:
                          namespace=MODELS_NAMESPACE,
                          target_labels=tuple(monitor_target_labels(self.monitor).items()),
                          zone_label=monitor_zone_label(self.monitor),
-                         end_s=end_s, autoscale_offset_s=self.autoscale_offset_s)
+                         end_s=end_s, autoscale_offset_s=self.autoscale_offset_s,
+                         scrape_phase_s=self.scrape_phase_s)
 
     def inputs(self) -> dict[str, object]:
         """The mapping plan -> simulator, for the report."""

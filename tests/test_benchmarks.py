@@ -104,6 +104,8 @@ def test_a_read_offset_outside_one_scrape_interval_is_refused_and_lands_beside_t
     assert bench.out_path(0.0, 2).name == "autoscaling_seed2.json"
     assert bench.out_path(7.5, 1).name == "autoscaling_offset7.5s_seed1.json"
     assert bench.out_path(0.0, 1, ("conv",)).name == "autoscaling_conv_seed1.json"
+    assert bench.out_path(0.0, 0, phase_s=7.5).name == "autoscaling_phase7.5s.json"
+    assert bench.out_path(7.5, 1, ("code",), 4.0).name == "autoscaling_code_offset7.5s_phase4s_seed1.json"
     assert bench.out_path(0.0, 0, ("code", "conv")) == bench.OUT
     with pytest.raises(SystemExit) as stop:
         bench.main(["--traces", "chat"])

@@ -291,6 +291,12 @@ class SimConfig:
     # data there can be. In a cluster the HPA's syncs and Prometheus's scrapes keep clocks of their
     # own, so the read falls anywhere in [0, scrape_interval_s) after the last scrape.
     autoscale_offset_s: float = 0.0
+    # Where the scrapes fall on Prometheus's evaluation grid: the first at this instant, then one
+    # an interval. A subquery's steps sit on whole multiples of its step from the epoch (the
+    # simulator's 0; Prometheus 3 engine.go), while each target keeps the phase its scrape loop
+    # started with (a hash of the target, scrape/target.go `offset`). At 0 every step holds the
+    # scrape of its instant; past it, a step holds the scrape before, up to an interval older.
+    scrape_phase_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.scrape_interval_s <= 0 or self.sample_interval_s <= 0:
@@ -298,6 +304,9 @@ class SimConfig:
         if not 0.0 <= self.autoscale_offset_s < self.scrape_interval_s:
             raise ValueError(f"SimConfig expects 0 <= autoscale_offset_s < scrape_interval_s "
                              f"({self.scrape_interval_s:g}), got {self.autoscale_offset_s:g}")
+        if not 0.0 <= self.scrape_phase_s < self.scrape_interval_s:
+            raise ValueError(f"SimConfig expects 0 <= scrape_phase_s < scrape_interval_s "
+                             f"({self.scrape_interval_s:g}), got {self.scrape_phase_s:g}")
         for failure in self.zone_failures:
             if failure.zone not in self.fleet.zones and failure.zone != FULLEST:
                 raise ValueError(f"zone failure names {failure.zone!r}, not one of {self.fleet.zones} "

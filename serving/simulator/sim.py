@@ -267,11 +267,11 @@ class Simulation:
         cfg = self.cfg
         arrivals = self.trace.arrival_s.tolist()
         n = len(arrivals)
-        self._schedule(0.0, "scrape", None)
+        self._schedule(cfg.scrape_phase_s, "scrape", None)
         if math.isfinite(self.autoscaler.interval_s):
             # Only an autoscaler that reads Prometheus reads it late; one that asks the pods
             # reads them as they are, whatever its phase.
-            offset = cfg.autoscale_offset_s if self.autoscaler.reads_scrapes else 0.0
+            offset = cfg.scrape_phase_s + cfg.autoscale_offset_s if self.autoscaler.reads_scrapes else 0.0
             self._schedule(offset, "autoscale", None)
         self._schedule(0.0, "sample", None)
         for failure in cfg.zone_failures:
