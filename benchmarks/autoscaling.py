@@ -83,6 +83,7 @@ from stacks.slo_check import (  # noqa: E402
     checklist,
     figures,
     last_whole_window_start,
+    worst_minute,
     zone_loss_window_s,
 )
 
@@ -273,7 +274,8 @@ def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
     # its busiest minute breaks the tier).
     tail = checklist(result, replace(dep, fleet=fleet), trace, None)[0]
     return {**out, "targets": targets, "meets_slo": meets_slo(out, targets),
-            "tail_at_peak": {"status": tail.status, **tail.figures}}
+            "tail_at_peak": {"status": tail.status, **tail.figures},
+            "worst_minute": worst_minute(f["latency_series"], dep.targets.ttft_s, dep.targets.tpot_s)}
 
 
 SLO_ATTAINMENT = 0.99  # issue 11: >= 99 % of requests within both targets, p99 within the tier

@@ -186,6 +186,20 @@ def latency_series(result: SimResult, bin_s: float = MINUTE_S) -> dict[str, list
     return out
 
 
+def worst_minute(series: dict[str, list[float | None]], ttft_s: float, tpot_s: float) -> dict[str, object]:
+    """The clock minute whose p99 stands furthest over (or least under) the tier, from
+    `latency_series`, and how many minutes break it. The checklist judges the busiest minute by
+    arrivals; a sharper burst inside a quieter minute can break the tier where it does not."""
+    ratios = [max((a or 0.0) / ttft_s, (b or 0.0) / tpot_s)
+              for a, b in zip(series["ttft_p99_s"], series["tpot_p99_s"], strict=True)]
+    if not ratios:
+        return {"t_s": None, "ttft_p99_s": None, "tpot_p99_s": None, "minutes_over": 0, "minutes": 0}
+    i = max(range(len(ratios)), key=ratios.__getitem__)
+    return {"t_s": series["t"][i], "ttft_p99_s": series["ttft_p99_s"][i],
+            "tpot_p99_s": series["tpot_p99_s"][i], "minutes_over": sum(r > 1.0 for r in ratios),
+            "minutes": len(ratios)}
+
+
 def _in(arrival: np.ndarray, spans: list[tuple[float, float]]) -> np.ndarray:
     mask = np.zeros(len(arrival), dtype=bool)
     for a, b in spans:
@@ -295,5 +309,5 @@ def checklist(result: SimResult, dep: Deployment, trace: Trace, zone_loss: ZoneF
 
 
 __all__ = ["UTIL_TARGET", "Item", "autoscale_window_s", "busiest_minute", "checklist", "figures",
-           "last_whole_window_start", "latency_series", "scale_up_windows", "tail", "zone_loss_budget",
-           "zone_loss_window_s"]
+           "last_whole_window_start", "latency_series", "scale_up_windows", "tail", "worst_minute",
+           "zone_loss_budget", "zone_loss_window_s"]
