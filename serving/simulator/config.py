@@ -294,8 +294,10 @@ class SimConfig:
     # Where the scrapes fall on Prometheus's evaluation grid: the first at this instant, then one
     # an interval. A subquery's steps sit on whole multiples of its step from the epoch (the
     # simulator's 0; Prometheus 3 engine.go), while each target keeps the phase its scrape loop
-    # started with (a hash of the target, scrape/target.go `offset`). At 0 every step holds the
-    # scrape of its instant; past it, a step holds the scrape before, up to an interval older.
+    # started with, pinned to absolute time (scrape/target.go `offset`: the target's hash XOR the
+    # server's offset seed, modulo the interval; one phase here for every pod). At 0 every step
+    # holds the scrape of its instant; past it, a step holds the scrape before, up to an interval
+    # older.
     scrape_phase_s: float = 0.0
 
     def __post_init__(self) -> None:
