@@ -435,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"bar chart of GPU-hours per policy (PNG; default {PLOT}, none with an offset)")
     ap.add_argument("--scrape-phase", type=float, default=0.0,
                     help="seconds past the subqueries' 15 s grid the scrapes fall (0: on it, so the "
-                         "persistence's last step holds the newest scrape; past it, the one before)")
+                         "persistence's last step holds the newest scrape; past it, the scrape before, "
+                         "unless the read falls after the next step)")
     ap.add_argument("--autoscale-offset", type=float, default=0.0,
                     help="seconds after each scrape the autoscalers read (the simulator's default 0 is "
                          "the freshest read; a cluster's falls anywhere within a scrape interval)")

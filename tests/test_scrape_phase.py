@@ -83,6 +83,12 @@ def test_the_persistence_reads_the_scrapes_its_aligned_steps_hold(
     # Where the steps miss the newest scrape the reads are not what holding it would give (so
     # the check above tells the two apart on this load).
     assert (differs > 0) == (ages != newest)
+    if phase + offset == 0.0:
+        # On the grid a step would sit at t - 60 if the range were closed: left-open, it does not,
+        # and the scrape 60 s old would lower some read on this rising load.
+        closed = sum(metric != pytest.approx(min(sums[round(t - a, 6)] for a in (*ages, 60.0)))
+                     for t, metric, _ in auto.history if t >= 75.0)
+        assert closed > 0
 
 
 def test_the_worst_minute_is_the_one_furthest_over_the_tier() -> None:

@@ -295,9 +295,10 @@ class SimConfig:
     # an interval. A subquery's steps sit on whole multiples of its step from the epoch (the
     # simulator's 0; Prometheus 3 engine.go), while each target keeps the phase its scrape loop
     # started with, pinned to absolute time (scrape/target.go `offset`: the target's hash XOR the
-    # server's offset seed, modulo the interval; one phase here for every pod). At 0 every step
-    # holds the scrape of its instant; past it, a step holds the scrape before, up to an interval
-    # older.
+    # server's offset seed, modulo the interval; one phase here for every pod, the bounding case).
+    # At 0 every step holds the scrape of its instant; past it, the last step holds the scrape
+    # before the newest (an interval older) unless the read falls after the next step (phase +
+    # autoscale_offset_s >= the interval).
     scrape_phase_s: float = 0.0
 
     def __post_init__(self) -> None:

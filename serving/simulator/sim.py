@@ -321,9 +321,12 @@ class Simulation:
                     self.fleet.node_gc(node, t)
                 else:
                     if i >= n and self._outstanding == 0 and cfg.end_s is None:
+                        # A sample ends the run (every 5 s from 0), whatever the autoscaler's
+                        # or the scrapes' phase; a scrape still runs, a read no longer does.
                         if kind == "autoscale":
-                            continue  # a scrape or a sample ends the run, whatever the autoscaler's phase
-                        break
+                            continue
+                        if kind == "sample":
+                            break
                     if kind == "scrape":
                         self._scrape(t)
                         self._schedule(t + cfg.scrape_interval_s, "scrape", None)
