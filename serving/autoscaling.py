@@ -39,8 +39,8 @@ in-flight count of one replica at its latency-limited rate, less the burst headr
   scales in by node and age, not zone). A drift term, at least S plus the most pods serving in
   one zone (`fullest_zone`), was built and measured, and is not in the query: it changed no
   checklist verdict on three draws of the eight Azure runs for 0-13.3 % more slice GPU-hours
-  (serving/zone_branch.py, benchmarks/zone_skew.py), and with the persistence below no run
-  drifts;
+  (serving/zone_branch.py, benchmarks/zone_skew.py), 0-11.1 % with the persistence below, with
+  which no run drifts;
 - a pod whose node is lost still counts for the ReplicaSet until it is evicted (90 s after the
   loss with the predictors' 30 s toleration: serving.failover), so neither branch gets it
   replaced sooner: desired = in-flight or zone branch, the lost pod included, is already met.
