@@ -128,6 +128,17 @@ def _fmt(x: object, unit: str = "") -> str:
     return "-" if x is None else f"{x:.3f}{unit}" if isinstance(x, float) else f"{x}{unit}"
 
 
+def _worst(w: dict[str, object]) -> str:
+    """The clock minute furthest over the tier: the checklist's tail item judges the busiest
+    minute by arrivals, and a sharper burst inside a quieter minute can break the tier where it
+    does not."""
+    if w["t_s"] is None:
+        return "no minute served"
+    return (f"worst clock minute from {w['t_s']:.0f} s: TTFT p99 {_fmt(w['ttft_p99_s'])} s, "
+            f"TPOT p99 {_fmt(w['tpot_p99_s'])} s; {w['minutes_over']} of {w['minutes']} minutes "
+            "over the tier")
+
+
 def print_report(doc: dict[str, object], console: Console) -> None:
     for run in doc["models"]:  # type: ignore[attr-defined]
         f = run["figures"]
@@ -146,6 +157,7 @@ def print_report(doc: dict[str, object], console: Console) -> None:
             f"  TTFT p50/p95/p99 {_fmt(f['ttft_p50_s'])}/{_fmt(f['ttft_p95_s'])}/{_fmt(f['ttft_p99_s'])} s; "
             f"TPOT p50/p95/p99 {_fmt(f['tpot_p50_s'])}/{_fmt(f['tpot_p95_s'])}/{_fmt(f['tpot_p99_s'])} s; "
             f"attainment {_fmt(f['attainment'])}; failed {f['failed']}\n"
+            f"  {_worst(f['worst_minute'])}\n"
             f"  replicas min/mean/max {reps['min']}/{_fmt(reps['mean'])}/{reps['max']}; "
             f"scale-ups {tts['count']} (mean {_fmt(tts['mean_s'])} s, max {_fmt(tts['max_s'])} s to ready); "
             f"GPU utilization {_fmt(f['gpu_utilization'])}; GPU-hours {_fmt(f['gpu_hours'])} "

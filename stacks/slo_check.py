@@ -164,6 +164,7 @@ def figures(result: SimResult, dep: Deployment) -> dict[str, object]:
     out["series"] = {k: [round(float(v), 4) for v in s[k]]
                      for k in ("t", "ready", "starting", "waiting", "running", "gpu_util")}
     out["latency_series"] = latency_series(result)
+    out["worst_minute"] = worst_minute(out["latency_series"], dep.targets.ttft_s, dep.targets.tpot_s)  # type: ignore[arg-type]
     return out
 
 

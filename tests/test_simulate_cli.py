@@ -80,6 +80,8 @@ def test_an_undersized_stack_fails_the_p99_item(tmp_path: Path, traces: dict[str
     assert code == 1 and not doc["passed"]
     assert item["status"] == "FAIL"
     assert item["figures"]["peak_ttft_s"] > BATCH_TTFT_S
+    worst = doc["models"][0]["figures"]["worst_minute"]
+    assert worst["minutes_over"] >= 1
 
 
 def test_a_stack_with_room_passes_the_p99_item(tmp_path: Path, traces: dict[str, Path], capsys) -> None:
@@ -89,6 +91,7 @@ def test_a_stack_with_room_passes_the_p99_item(tmp_path: Path, traces: dict[str,
     item = _item(doc, "p99 within SLO")
     assert item["status"] == "PASS"
     assert item["figures"]["peak_ttft_s"] <= BATCH_TTFT_S and item["figures"]["peak_tpot_s"] <= BATCH_TPOT_S
+    assert doc["models"][0]["figures"]["worst_minute"]["minutes_over"] == 0
 
 
 @pytest.mark.parametrize(("replicas", "status"), [((3, 3), "FAIL"), ((6, 6), "PASS")])
@@ -195,6 +198,10 @@ def test_the_text_report_says_what_the_json_holds(tmp_path: Path, traces: dict[s
     text = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     f = run["figures"]
     assert f"(whole nodes {f['node_gpu_hours']:.3f}, packed {f['packed_node_gpu_hours']:.3f})" in text
+    w = f["worst_minute"]
+    assert (f"worst clock minute from {w['t_s']:.0f} s: TTFT p99 {w['ttft_p99_s']:.3f} s, TPOT p99 "
+            f"{w['tpot_p99_s']:.3f} s; {w['minutes_over']} of {w['minutes']} minutes over the tier") in text
+    assert w["minutes"] == len(f["latency_series"]["t"])
     fired = [a for a in run["slo_alerts"] if a["first_fired_s"] is not None]
     said = "SLO burn-rate alerts (its PrometheusRule, evaluated every 30 s): "
     assert said + ("none fired" if not fired else f"{fired[0]['severity']} ") in text
