@@ -316,10 +316,11 @@ def test_the_autoscaler_reads_at_its_offset_after_each_scrape() -> None:
 
 
 def test_the_autoscalers_phase_does_not_end_a_run() -> None:
-    """A run without `end_s` ends at the first scrape or sample once every request is done; an
-    autoscaler's read in between is not an end, so the run lasts as long and samples as often
-    whatever the autoscaler's phase. One short request at 5.5 s is done well before 7.5 s, where
-    a 7.5 s offset reads, and the next sample is at 10 s."""
+    """A run without `end_s` ends at the first sample once every request is done; an
+    autoscaler's read or a scrape in between is not an end, so the run lasts as long and samples
+    as often whatever the autoscaler's or the scrapes' phase. One short request at 5.5 s is done
+    well before 7.5 s, where a 7.5 s offset reads or a 7.5 s phase scrapes (which ended the run
+    there before a sample alone ended it), and the next sample is at 10 s."""
     from dataclasses import replace
 
     from serving.simulator import Trace, simulate
@@ -328,11 +329,11 @@ def test_the_autoscalers_phase_does_not_end_a_run() -> None:
     _, dep = _deployment("prod", "llama-8b")
     trace = Trace([5.5], [100], [5])
     ends = []
-    for offset in (0.0, 7.5):
-        shifted = replace(dep, autoscale_offset_s=offset)
+    for offset, phase in ((0.0, 0.0), (7.5, 0.0), (0.0, 7.5), (3.0, 6.0)):
+        shifted = replace(dep, autoscale_offset_s=offset, scrape_phase_s=phase)
         res = simulate(trace, shifted.sim_config(), autoscaler=shifted.autoscaler())
         ends.append((res.end_s, len(res.series["t"])))
-    assert ends[0] == ends[1] and ends[0][0] == 10.0
+    assert all(end == ends[0] for end in ends) and ends[0][0] == 10.0
     assert res.ok.all() and res.e2e_s[0] < 2.0
 
 
