@@ -245,15 +245,18 @@ def passes_checklist(row: dict[str, Any]) -> bool:
                 and row["zone_loss"]["status"] == "PASS" and row["zone_loss_any_moment"]["status"] == "PASS")
 
 
+def fleet_with(fleet: FleetConfig, replicas: int) -> FleetConfig:
+    """`fleet` starting with `replicas` over its zones, each zone on the whole nodes its share needs."""
+    if replicas == fleet.initial_replicas:
+        return fleet
+    per_zone = math.ceil(replicas / len(fleet.zones))
+    return replace(fleet, initial_replicas=replicas,
+                   initial_nodes=len(fleet.zones) * math.ceil(per_zone / fleet.slots_per_node))
+
+
 def _start_fleet(dep: Deployment, trace: Trace, policy: str) -> FleetConfig:
-    fleet = dep.fleet
     fixed = static_replicas(dep, policy)
-    start = warm_replicas(dep, trace) if fixed is None else fixed
-    if start != fleet.initial_replicas:
-        per_zone = math.ceil(start / len(fleet.zones))
-        fleet = replace(fleet, initial_replicas=start,
-                        initial_nodes=len(fleet.zones) * math.ceil(per_zone / fleet.slots_per_node))
-    return fleet
+    return fleet_with(dep.fleet, warm_replicas(dep, trace) if fixed is None else fixed)
 
 
 def run(dep: Deployment, trace: Trace, policy: str) -> dict[str, object]:
