@@ -16,7 +16,6 @@ writes benchmarks/results/burst_floor.json (burst_floor_seed<N>.json for another
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import replace
@@ -28,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import autoscaling as bench  # noqa: E402
-from replay import replays  # noqa: E402
+from replay import replays, write_results  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.simulator import StaticPolicy, Trace, simulate  # noqa: E402
@@ -90,11 +89,8 @@ def main(argv: list[str] | None = None) -> int:
               + (f"every minute held at {held['replicas']} ({held['gpu_hours']:.2f} against "
                  f"{floor['gpu_hours']:.2f} GPU-h)" if holds else f"not held up to max {mp.max_replicas}"),
               flush=True)
-    doc = {"stack": args.stack, "seed": args.seed, "traces": names, "rows": rows,
-           "seconds": round(time.monotonic() - started)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {out}")
+    doc = write_results(out, {"stack": args.stack, "seed": args.seed, "traces": names, "rows": rows}, started)
+    print(f"wrote {out} in {doc['seconds']} s")
     return 0
 
 

@@ -15,7 +15,6 @@ skipped. Writes benchmarks/results/persistence.json (`--seed N`: persistence_see
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from concurrent.futures import Executor
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import autoscaling as bench  # noqa: E402
 import lost_pods  # noqa: E402
 from predictive import variant_query  # noqa: E402
-from replay import checklist_cells, judged, replays, with_query, worker_pool  # noqa: E402
+from replay import checklist_cells, judged, replays, with_query, worker_pool, write_results  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import POLLING_INTERVAL_S  # noqa: E402
@@ -84,12 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(r)
                 print(f"{r['model']:10} {name:5} {w:>5}s {r['gpu_hours']:>7.2f} "
                       f"{r['over_static_gpu_hours']:>7.3f} {checklist_cells(r)}", flush=True)
-    doc = {"stack": args.stack, "seed": args.seed, "windows_s": windows, "emitted_s": PERSIST_S, "rows": rows,
-           "passing_every_run": [w for w in windows
-                                 if all(r["passes_checklist"] for r in rows if r["window_s"] == w)],
-           "seconds": round(time.monotonic() - started)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
+    doc = write_results(out, {"stack": args.stack, "seed": args.seed, "windows_s": windows,
+                              "emitted_s": PERSIST_S, "rows": rows,
+                              "passing_every_run": [w for w in windows if all(
+                                  r["passes_checklist"] for r in rows if r["window_s"] == w)]}, started)
     print(f"windows passing every run: {doc['passing_every_run']}; wrote {out} in {doc['seconds']} s")
     return 0
 

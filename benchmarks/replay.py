@@ -4,9 +4,11 @@ planned and scaled as `benchmarks/autoscaling.py` replays it, and a worker per u
 from __future__ import annotations
 
 import copy
+import json
 import multiprocessing
 import os
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
@@ -76,4 +78,12 @@ def checklist_cells(row: dict[str, Any]) -> str:
             f"{s['status']:>5} {s['passed']}/{s['moments']}")
 
 
-__all__ = ["checklist_cells", "judged", "replays", "with_query", "worker_pool"]
+def write_results(out: Path, doc: dict[str, Any], started: float) -> dict[str, Any]:
+    """`doc` with the run's seconds since `started` (time.monotonic), written to `out` as JSON."""
+    doc = {**doc, "seconds": round(time.monotonic() - started)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+__all__ = ["checklist_cells", "judged", "replays", "with_query", "worker_pool", "write_results"]
