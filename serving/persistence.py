@@ -6,8 +6,9 @@ in (t - 60 s, t] (Prometheus from 3.0.1 leaves a subquery's range open on the le
 tests/test_promql_subquery.py holds the simulator's reading to promtool's). That is the highest
 load that held at every one of them.
 Prometheus aligns a subquery's steps to multiples of its step, not to a target's scrapes, so in a
-cluster the last step can miss the newest scrape by up to one interval (the simulator scrapes on
-that grid and does not model it); the lost-pod term, outside the subquery, is not delayed.
+cluster the last step can miss the newest scrape by up to one interval (`SimConfig.scrape_phase_s`
+models it: benchmarks/autoscaling.py --scrape-phase, the README's "The scrape phase"); the
+lost-pod term, outside the subquery, is not delayed.
 
 Why: a replica the HPA adds serves a warm start later (199-327 s on the prod plans; a cold start
 with a new node, 700 s and more), and the scale-down window then holds it for another warm start.
