@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import autoscaling as bench  # noqa: E402
+import lost_pods  # noqa: E402
 from replay import replays, write_results  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [t for t in args.traces.split(",") if t]
     if not names or not set(names) <= set(bench.TRACES):
         ap.error(f"--traces: one or more of {', '.join(bench.TRACES)}, got {args.traces!r}")
-    out = args.out or (OUT if args.seed == 0 else OUT.with_name(f"burst_floor_seed{args.seed}.json"))
+    out = args.out or lost_pods.seeded(OUT, args.seed)
     models = {m for m in args.models.split(",") if m}
     started = time.monotonic()
     rows = []

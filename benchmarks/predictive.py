@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import copy
 import itertools
-import json
 import sys
 import time
 from concurrent.futures import Executor
@@ -50,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import autoscaling as bench  # noqa: E402
-from replay import checklist_cells, judged, replays, with_query, worker_pool  # noqa: E402
+from replay import checklist_cells, judged, replays, with_query, worker_pool, write_results  # noqa: E402
 
 from rtip.stackfile import load  # noqa: E402
 from serving.autoscaling import (  # noqa: E402
@@ -122,8 +121,6 @@ def variant_query(dep: Deployment, variant: str, persist_s: int = PERSIST_S) -> 
                         a.zones, a.threshold, fullest)
     held = persistent(branch, POLLING_INTERVAL_S, persist_s)
     return with_lost_pods(held, a.threshold, a.lost, a.min_replicas)
-
-
 
 
 def with_node_zone(spec: dict[str, Any]) -> dict[str, Any]:
@@ -253,11 +250,10 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
             rows.extend(these)
             verdicts.append(verdict(these))
-    doc = {"stack": args.stack, "window_s": args.window, "seed": args.seed, "variants": variants,
-           "scale_down_s": ["plan" if w is None else str(w) for w in windows],
-           "rows": rows, "verdicts": verdicts, "seconds": round(time.monotonic() - started)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    doc = write_results(args.out, {"stack": args.stack, "window_s": args.window, "seed": args.seed,
+                                   "variants": variants,
+                                   "scale_down_s": ["plan" if w is None else str(w) for w in windows],
+                                   "rows": rows, "verdicts": verdicts}, started)
     for v in verdicts:
         print(f"{v['model']:10} {v['trace']:5} stated {v['stated_gpu_hours']:.2f} GPU-h "
               f"({'passes' if v['stated_passes'] else 'FAILS'}); cheapest passing: {v['cheapest_passing']} "
