@@ -98,6 +98,10 @@ def test_a_read_offset_outside_one_scrape_interval_is_refused_and_lands_beside_t
             bench.main(["--autoscale-offset", bad])
         assert stop.value.code == 2
         assert "--autoscale-offset: from 0 to under the scrape interval (15 s)" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as stop:
+            bench.main(["--scrape-phase", bad])
+        assert stop.value.code == 2
+        assert "--scrape-phase: from 0 to under the scrape interval (15 s)" in capsys.readouterr().err
     assert bench.out_path(0.0) == bench.OUT
     assert bench.out_path(7.5).name == "autoscaling_offset7.5s.json"
     assert bench.out_path(14.0).parent == bench.OUT.parent
