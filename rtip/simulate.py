@@ -129,9 +129,7 @@ def _fmt(x: object, unit: str = "") -> str:
 
 
 def _worst(w: dict[str, object]) -> str:
-    """The clock minute furthest over the tier: the checklist's tail item judges the busiest
-    minute by arrivals, and a sharper burst inside a quieter minute can break the tier where it
-    does not."""
+    """The report's line for `figures.worst_minute` (stacks/slo_check.py)."""
     if w["t_s"] is None:
         return "no minute served"
     return (f"worst clock minute from {w['t_s']:.0f} s: TTFT p99 {_fmt(w['ttft_p99_s'])} s, "

@@ -30,3 +30,6 @@ def test_the_worst_minute_is_the_one_furthest_over_the_tier() -> None:
     series = latency_series(result)  # type: ignore[arg-type]
     assert series["ttft_p99_s"][2] == pytest.approx(0.107)
     assert worst_minute(series, 0.5, 0.06)["minutes_over"] == 0
+    empty = {"t": [], "ttft_p99_s": [], "tpot_p99_s": []}
+    assert worst_minute(empty, 0.5, 0.03) == {"t_s": None, "ttft_p99_s": None, "tpot_p99_s": None,  # type: ignore[arg-type]
+                                              "minutes_over": 0, "minutes": 0}
